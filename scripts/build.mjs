@@ -1,0 +1,24 @@
+// Compiles src/ to dist/ and copies the SQL migrations beside the code that reads them.
+import { execFileSync } from 'node:child_process';
+import { cpSync, existsSync, readdirSync, rmSync, chmodSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const root = join(dirname(fileURLToPath(import.meta.url)), '..');
+const require = createRequire(import.meta.url);
+const tsc = require.resolve('typescript/bin/tsc');
+
+rmSync(join(root, 'dist'), { recursive: true, force: true });
+execFileSync(process.execPath, [tsc, '-p', join(root, 'tsconfig.build.json')], { stdio: 'inherit' });
+
+for (const dialect of ['sqlite', 'postgres']) {
+  const from = join(root, 'src', 'store', dialect, 'migrations');
+  if (!existsSync(from)) continue;
+  const to = join(root, 'dist', 'store', dialect, 'migrations');
+  for (const file of readdirSync(from).filter((f) => f.endsWith('.sql'))) {
+    cpSync(join(from, file), join(to, file));
+  }
+}
+const bin = join(root, 'dist', 'cli', 'main.js');
+if (existsSync(bin)) chmodSync(bin, 0o755);

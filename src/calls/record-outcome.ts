@@ -1,0 +1,98 @@
+import { OncelyError, errorInfo } from '../errors/index.js';
+import { toJsonValue, type Actor, type JsonValue, type ToolExecutionRecord } from '../ledger/index.js';
+import type { LedgerStore, TransitionRequest, TransitionResult } from '../store/index.js';
+import type { AttemptOutcome, LateOutcome } from './attempt.js';
+import type { Ledger } from './ledger.js';
+
+export interface RecordPlan {
+  readonly ledger: Ledger;
+  readonly record: ToolExecutionRecord;
+  readonly resultReference: (value: unknown) => string | null | undefined;
+  /** Runs inside the transaction that records `completed` (a compensation flips its parent there). */
+  readonly onCompleted?: (tx: LedgerStore, record: ToolExecutionRecord) => Promise<void>;
+}
+
+/**
+ * Records what the attempt came to, compare-and-set on the `started` record this process reserved.
+ * If someone settled the call meanwhile, their decision stands and ours goes into the history as
+ * ignored. An indeterminate attempt keeps listening: its late answer may still settle the call.
+ */
+export async function recordOutcome(plan: RecordPlan, outcome: AttemptOutcome): Promise<ToolExecutionRecord> {
+  const result = await write(plan, plan.record, outcome);
+  if (outcome.kind === 'indeterminate' && result.applied) {
+    const recorded = result.record;
+    plan.ledger.track(outcome.late.then((late) => recordLate(plan, recorded, late)));
+  }
+  if (result.record === undefined) {
+    throw new OncelyError('LEDGER_RECORD_NOT_FOUND', `tool call ${plan.record.idempotencyKey} vanished from the ledger`);
+  }
+  return result.record;
+}
+
+async function recordLate(plan: RecordPlan, record: ToolExecutionRecord, late: LateOutcome): Promise<void> {
+  if (late.kind === 'unknown') return;
+  try {
+    await write(plan, record, late, 'late outcome of the attempt that timed out');
+  } catch (error) {
+    process.emitWarning(`oncely: could not record the late outcome of ${record.idempotencyKey}: ${errorInfo(error).message}`);
+  }
+}
+
+async function write(
+  plan: RecordPlan,
+  from: ToolExecutionRecord,
+  outcome: AttemptOutcome | Exclude<LateOutcome, { kind: 'unknown' }>,
+  reason?: string,
+): Promise<TransitionResult> {
+  const base = {
+    tenantId: from.tenantId,
+    idempotencyKey: from.idempotencyKey,
+    via: 'outcome' as const,
+    expect: { status: from.status, version: from.version },
+    actor: plan.ledger.actor satisfies Actor,
+    recordIgnored: true,
+  };
+  if (outcome.kind === 'failed' || outcome.kind === 'indeterminate') {
+    return plan.ledger.store.ledger.transition({
+      ...base,
+      to: outcome.kind,
+      reason: reason ?? outcome.error.message,
+      error: outcome.error,
+    });
+  }
+  const stored = storable(outcome.value);
+  const request: TransitionRequest = {
+    ...base,
+    to: 'completed',
+    reason: reason ?? null,
+    result: stored.value,
+    resultReference: reference(plan, outcome.value),
+    detail: stored.problem === undefined ? null : { resultNotStored: stored.problem },
+  };
+  const onCompleted = plan.onCompleted;
+  if (onCompleted === undefined) return plan.ledger.store.ledger.transition(request);
+  return plan.ledger.store.transaction(async (tx) => {
+    const written = await tx.transition(request);
+    if (written.applied) await onCompleted(tx, written.record);
+    return written;
+  });
+}
+
+/** The result as JSON; a value JSON cannot carry is recorded as null, with the reason in the history. */
+function storable(value: unknown): { value: JsonValue | null; problem?: string } {
+  if (value === undefined) return { value: null };
+  try {
+    return { value: toJsonValue(value) };
+  } catch (error) {
+    return { value: null, problem: errorInfo(error).message };
+  }
+}
+
+function reference(plan: RecordPlan, value: unknown): string | null {
+  try {
+    const ref = plan.resultReference(value);
+    return typeof ref === 'string' ? ref : null;
+  } catch {
+    return null;
+  }
+}

@@ -1,0 +1,30 @@
+/**
+ * Named places where a drill may kill this process. They do nothing unless armed by the environment:
+ * `ONCELY_CRASH_AT=tool.after-effect` (a comma-separated list of names) kills the process with SIGKILL
+ * the first time it reaches one of them; `ONCELY_CRASH_SKIP=N` lets the first N arrivals pass.
+ */
+export const CRASH_POINTS = [
+  'tool.after-reserve',
+  'tool.before-execute',
+  'tool.after-effect',
+  'tool.after-record',
+] as const;
+export type CrashPointName = (typeof CRASH_POINTS)[number];
+
+let arrivals = 0;
+
+function armedAt(): readonly string[] {
+  const armed = process.env.ONCELY_CRASH_AT;
+  return armed === undefined || armed === '' ? [] : armed.split(',').map((s) => s.trim());
+}
+
+/** Kills the process here when armed; otherwise returns at once. */
+export async function crashPoint(name: CrashPointName): Promise<void> {
+  if (!armedAt().includes(name)) return;
+  arrivals += 1;
+  if (arrivals <= Number(process.env.ONCELY_CRASH_SKIP ?? '0')) return;
+  process.stderr.write(`oncely: crash point ${name} armed; killing process ${process.pid}\n`);
+  process.kill(process.pid, 'SIGKILL');
+  // SIGKILL is not delivered synchronously; make sure nothing after this point runs.
+  await new Promise<never>(() => undefined);
+}

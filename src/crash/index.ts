@@ -1,0 +1,1 @@
+export { crashPoint, CRASH_POINTS, type CrashPointName } from './crash-point.js';

@@ -1,0 +1,75 @@
+/**
+ * oncely: a durable agent runtime in which a tool call with a side effect takes effect once, or is
+ * honestly recorded as unknown.
+ */
+export {
+  defineTool,
+  read,
+  write,
+  external,
+  destructive,
+  isTool,
+  DEFAULT_TIMEOUT_MS,
+  MAX_READ_ATTEMPTS,
+  type Tool,
+  type ToolDefinition,
+  type ToolContext,
+  type Effect,
+  type ReconcileOutcome,
+  type ReconcileHook,
+  type CompensateHook,
+} from './tools/index.js';
+export {
+  OncelyError,
+  ToolNotAttemptedError,
+  ToolContractError,
+  isOncelyError,
+  ERROR_CODES,
+  type ErrorCode,
+} from './errors/index.js';
+export {
+  LEDGER_STATUSES,
+  UNKNOWN_STATUSES,
+  TRANSITIONS,
+  isUnknownStatus,
+  idempotencyKey,
+  compensationKey,
+  parseKey,
+  canonicalJson,
+  argsDigest,
+  type LedgerStatus,
+  type EffectKind,
+  type TransitionVia,
+  type Actor,
+  type JsonValue,
+  type ErrorInfo,
+  type ToolExecutionRecord,
+  type LedgerEvent,
+} from './ledger/index.js';
+export {
+  Ledger,
+  openLedger,
+  executeToolCall,
+  executeToolCalls,
+  resolveToolCall,
+  compensateToolCall,
+  getToolCall,
+  listUnknownCalls,
+  type CallIdentity,
+  type CallOptions,
+  type ToolCallRequest,
+  type ToolCallOutcome,
+  type ResolveRequest,
+  type CompensateRequest,
+  type CompensationOutcome,
+} from './calls/index.js';
+export {
+  openStore,
+  DEFAULT_DATABASE_URL,
+  type Store,
+  type StoreDialect,
+  type LedgerStore,
+  type OpenStoreOptions,
+  type SchemaState,
+  type MigrationReport,
+} from './store/index.js';

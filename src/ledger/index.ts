@@ -1,0 +1,37 @@
+export {
+  LEDGER_STATUSES,
+  UNKNOWN_STATUSES,
+  EFFECT_KINDS,
+  isUnknownStatus,
+  isLedgerStatus,
+  type LedgerStatus,
+  type EffectKind,
+} from './statuses.js';
+export {
+  TRANSITIONS,
+  TRANSITION_VIAS,
+  RESERVABLE_STATUSES,
+  isAllowedTransition,
+  assertTransition,
+  settles,
+  type TransitionVia,
+} from './transitions.js';
+export {
+  EVENT_KINDS,
+  type JsonValue,
+  type Actor,
+  type ErrorInfo,
+  type ToolExecutionRecord,
+  type LedgerEvent,
+  type LedgerEventKind,
+} from './record.js';
+export { canonicalJson, toJsonValue, argsDigest } from './canonical-json.js';
+export {
+  isValidId,
+  assertTenantId,
+  assertCallIds,
+  idempotencyKey,
+  compensationKey,
+  parseKey,
+  type ParsedKey,
+} from './ids.js';

@@ -1,0 +1,18 @@
+export type {
+  Store,
+  StoreDialect,
+  LedgerStore,
+  ReserveRequest,
+  ReserveResult,
+  TransitionRequest,
+  TransitionResult,
+  NoteRequest,
+  ListFilter,
+  ListCursor,
+  SchemaState,
+  MigrationReport,
+} from './store.js';
+export { openStore, DEFAULT_DATABASE_URL, type OpenStoreOptions } from './open-store.js';
+export { assertSchemaCurrent } from './migrations.js';
+export { SqliteStore } from './sqlite/index.js';
+export { PostgresStore, type PostgresStoreOptions } from './postgres/index.js';

@@ -1,0 +1,148 @@
+import type { TransitionRequest } from './store.js';
+import { UNKNOWN_STATUSES } from '../ledger/index.js';
+import type {
+  Actor,
+  EffectKind,
+  ErrorInfo,
+  JsonValue,
+  LedgerEvent,
+  LedgerEventKind,
+  LedgerStatus,
+  ToolExecutionRecord,
+  TransitionVia,
+} from '../ledger/index.js';
+
+/** A row of `tool_executions` as either driver returns it (JSON as text or parsed, times as text or Date). */
+export interface ExecutionRow {
+  tenant_id: string;
+  idempotency_key: string;
+  run_id: string;
+  tool_call_id: string;
+  tool_name: string;
+  effect: string;
+  args: unknown;
+  args_digest: string;
+  status: string;
+  attempt: number | string;
+  version: number | string;
+  result: unknown;
+  result_reference: string | null;
+  error: unknown;
+  compensation_of: string | null;
+  created_at: string | Date;
+  updated_at: string | Date;
+  attempt_started_at: string | Date;
+  settled_at: string | Date | null;
+  settled_by_kind: string | null;
+  settled_by_id: string | null;
+}
+
+export interface EventRow {
+  id: number | string;
+  tenant_id: string;
+  idempotency_key: string;
+  at: string | Date;
+  kind: string;
+  actor_kind: string;
+  actor_id: string;
+  via: string | null;
+  from_status: string | null;
+  to_status: string | null;
+  attempt: number | string;
+  reason: string | null;
+  detail: unknown;
+}
+
+function json<T>(value: unknown): T | null {
+  if (value === null || value === undefined) return null;
+  return (typeof value === 'string' ? JSON.parse(value) : value) as T;
+}
+
+function time(value: string | Date): string {
+  return typeof value === 'string' ? value : value.toISOString();
+}
+
+export function toRecord(row: ExecutionRow): ToolExecutionRecord {
+  return {
+    tenantId: row.tenant_id,
+    idempotencyKey: row.idempotency_key,
+    runId: row.run_id,
+    toolCallId: row.tool_call_id,
+    toolName: row.tool_name,
+    effect: row.effect as EffectKind,
+    args: json<JsonValue>(row.args) ?? null,
+    argsDigest: row.args_digest,
+    status: row.status as LedgerStatus,
+    attempt: Number(row.attempt),
+    version: Number(row.version),
+    result: json<JsonValue>(row.result),
+    resultReference: row.result_reference,
+    error: json<ErrorInfo>(row.error),
+    compensationOf: row.compensation_of,
+    createdAt: time(row.created_at),
+    updatedAt: time(row.updated_at),
+    attemptStartedAt: time(row.attempt_started_at),
+    settledAt: row.settled_at === null ? null : time(row.settled_at),
+    settledBy:
+      row.settled_by_kind === null || row.settled_by_id === null
+        ? null
+        : { kind: row.settled_by_kind as Actor['kind'], id: row.settled_by_id },
+  };
+}
+
+export function toEvent(row: EventRow): LedgerEvent {
+  return {
+    id: Number(row.id),
+    tenantId: row.tenant_id,
+    idempotencyKey: row.idempotency_key,
+    at: time(row.at),
+    kind: row.kind as LedgerEventKind,
+    actor: { kind: row.actor_kind as Actor['kind'], id: row.actor_id },
+    via: row.via as TransitionVia | null,
+    from: row.from_status as LedgerStatus | null,
+    to: row.to_status as LedgerStatus | null,
+    attempt: Number(row.attempt),
+    reason: row.reason,
+    detail: json<JsonValue>(row.detail),
+  };
+}
+
+/** The column values a transition writes, decided once for both dialects. */
+export function transitionColumns(to: LedgerStatus, request: {
+  result?: JsonValue | null;
+  resultReference?: string | null;
+  error?: ErrorInfo | null;
+}): { setResult: boolean; result: JsonValue | null; resultReference: string | null; setError: boolean; error: ErrorInfo | null } {
+  return {
+    setResult: to === 'completed',
+    result: request.result ?? null,
+    resultReference: request.resultReference ?? null,
+    setError: to === 'failed' || to === 'indeterminate',
+    error: request.error ?? null,
+  };
+}
+
+/** What an ignored outcome carried, so the history shows what arrived too late. */
+export function ignoredDetail(request: TransitionRequest, ignored: boolean): unknown {
+  if (!ignored) return request.detail ?? null;
+  return {
+    ...(request.detail !== undefined && request.detail !== null ? { detail: request.detail } : {}),
+    expected: request.expect,
+    ...(request.result !== undefined ? { result: request.result } : {}),
+    ...(request.resultReference !== undefined ? { resultReference: request.resultReference } : {}),
+    ...(request.error !== undefined ? { error: request.error } : {}),
+  };
+}
+
+/**
+ * The unknown statuses written out literally, exactly as the partial index `tool_executions_unknown`
+ * is defined in both dialects' migrations, so the planner can use that index.
+ */
+export const UNKNOWN_PREDICATE = `status IN (${UNKNOWN_STATUSES.map((s) => `'${s}'`).join(', ')})`;
+
+export function isUnknownSet(statuses: readonly LedgerStatus[]): boolean {
+  return (
+    statuses.length === UNKNOWN_STATUSES.length &&
+    UNKNOWN_STATUSES.every((s) => statuses.includes(s))
+  );
+}

@@ -1,0 +1,1 @@
+export { SqliteStore } from './sqlite-store.js';

@@ -1,0 +1,254 @@
+import type Database from 'better-sqlite3';
+import {
+  RESERVABLE_STATUSES,
+  assertTransition,
+  settles,
+  type Actor,
+  type LedgerEvent,
+  type ToolExecutionRecord,
+} from '../../ledger/index.js';
+import {
+  UNKNOWN_PREDICATE,
+  ignoredDetail,
+  isUnknownSet,
+  toEvent,
+  toRecord,
+  transitionColumns,
+  type EventRow,
+  type ExecutionRow,
+} from '../rows.js';
+import type {
+  LedgerStore,
+  ListFilter,
+  NoteRequest,
+  ReserveRequest,
+  ReserveResult,
+  TransitionRequest,
+  TransitionResult,
+} from '../store.js';
+
+const [REOPENABLE] = RESERVABLE_STATUSES;
+
+/** New record, or re-reservation of a `failed` one with the same arguments: `attempt + 1`. */
+const RESERVE = `
+INSERT INTO tool_executions (tenant_id, idempotency_key, run_id, tool_call_id, tool_name, effect, args,
+  args_digest, status, attempt, version, compensation_of, created_at, updated_at, attempt_started_at)
+VALUES (@tenantId, @idempotencyKey, @runId, @toolCallId, @toolName, @effect, @args,
+  @argsDigest, 'started', 1, 1, @compensationOf, @now, @now, @now)
+ON CONFLICT (tenant_id, idempotency_key) DO UPDATE SET
+  status = 'started', attempt = attempt + 1, version = version + 1,
+  updated_at = excluded.updated_at, attempt_started_at = excluded.attempt_started_at,
+  result = NULL, result_reference = NULL, error = NULL,
+  settled_at = NULL, settled_by_kind = NULL, settled_by_id = NULL
+WHERE status = @reopenable AND args_digest = excluded.args_digest AND tool_name = excluded.tool_name
+RETURNING *`;
+
+const TRANSITION = `
+UPDATE tool_executions SET
+  status = @to, version = version + 1, updated_at = @now,
+  result = CASE WHEN @setResult THEN @result ELSE result END,
+  result_reference = CASE WHEN @setResult THEN @resultReference ELSE result_reference END,
+  error = CASE WHEN @setError THEN @error ELSE error END,
+  settled_at = CASE WHEN @settles THEN @now ELSE settled_at END,
+  settled_by_kind = CASE WHEN @settles THEN @actorKind ELSE settled_by_kind END,
+  settled_by_id = CASE WHEN @settles THEN @actorId ELSE settled_by_id END
+WHERE tenant_id = @tenantId AND idempotency_key = @idempotencyKey
+  AND status = @expectStatus AND version = @expectVersion
+RETURNING *`;
+
+const INSERT_EVENT = `
+INSERT INTO tool_execution_events (tenant_id, idempotency_key, at, kind, actor_kind, actor_id, via,
+  from_status, to_status, attempt, reason, detail)
+VALUES (@tenantId, @idempotencyKey, @now, @kind, @actorKind, @actorId, @via,
+  @from, @to, @attempt, @reason, @detail)`;
+
+const GET = `SELECT * FROM tool_executions WHERE tenant_id = ? AND idempotency_key = ?`;
+const HISTORY = `SELECT * FROM tool_execution_events WHERE tenant_id = ? AND idempotency_key = ? ORDER BY id`;
+
+interface EventValues {
+  tenantId: string;
+  idempotencyKey: string;
+  kind: LedgerEvent['kind'];
+  actor: Actor;
+  via: LedgerEvent['via'];
+  from: LedgerEvent['from'];
+  to: LedgerEvent['to'];
+  attempt: number;
+  reason: string | null;
+  detail: unknown;
+}
+
+const text = (value: unknown): string | null => (value === null || value === undefined ? null : JSON.stringify(value));
+
+function prepareStatements(db: Database.Database) {
+  return {
+    reserve: db.prepare<[Record<string, unknown>], ExecutionRow>(RESERVE),
+    transition: db.prepare<[Record<string, unknown>], ExecutionRow>(TRANSITION),
+    event: db.prepare<[Record<string, unknown>]>(INSERT_EVENT),
+    get: db.prepare<[string, string], ExecutionRow>(GET),
+    history: db.prepare<[string, string], EventRow>(HISTORY),
+  };
+}
+
+/** The ledger on one better-sqlite3 connection. Each method is one synchronous transaction. */
+export class SqliteLedger implements LedgerStore {
+  private prepared: ReturnType<typeof prepareStatements> | undefined;
+
+  constructor(private readonly db: Database.Database) {}
+
+  /** Prepared on first use: the tables exist only once the store has been migrated. */
+  private get statements(): ReturnType<typeof prepareStatements> {
+    this.prepared ??= prepareStatements(this.db);
+    return this.prepared;
+  }
+
+  reserve(requests: readonly ReserveRequest[], actor: Actor): Promise<ReserveResult[]> {
+    return Promise.resolve(this.db.transaction(() => requests.map((r) => this.reserveOne(r, actor)))());
+  }
+
+  private reserveOne(request: ReserveRequest, actor: Actor): ReserveResult {
+    const now = new Date().toISOString();
+    const row = this.statements.reserve.get({
+      ...request,
+      args: JSON.stringify(request.args),
+      now,
+      reopenable: REOPENABLE,
+    });
+    if (row === undefined) {
+      const existing = this.statements.get.get(request.tenantId, request.idempotencyKey);
+      if (existing === undefined) throw new Error(`reserve of ${request.idempotencyKey} wrote nothing and found nothing`);
+      return { kind: 'existing', record: toRecord(existing) };
+    }
+    const record = toRecord(row);
+    this.insertEvent(now, {
+      tenantId: record.tenantId,
+      idempotencyKey: record.idempotencyKey,
+      kind: 'transition',
+      actor,
+      via: 'reserve',
+      from: record.attempt === 1 ? null : REOPENABLE ?? null,
+      to: 'started',
+      attempt: record.attempt,
+      reason: record.attempt === 1 ? 'reserved' : 're-reserved after failed',
+      detail: null,
+    });
+    return { kind: 'reserved', record };
+  }
+
+  transition(request: TransitionRequest): Promise<TransitionResult> {
+    assertTransition(request.idempotencyKey, request.expect.status, request.to, request.via);
+    return Promise.resolve(this.db.transaction(() => this.transitionSync(request))());
+  }
+
+  private transitionSync(request: TransitionRequest): TransitionResult {
+    const now = new Date().toISOString();
+    const columns = transitionColumns(request.to, request);
+    const row = this.statements.transition.get({
+      tenantId: request.tenantId,
+      idempotencyKey: request.idempotencyKey,
+      to: request.to,
+      now,
+      setResult: columns.setResult ? 1 : 0,
+      result: text(columns.result),
+      resultReference: columns.resultReference,
+      setError: columns.setError ? 1 : 0,
+      error: text(columns.error),
+      settles: settles(request.to) ? 1 : 0,
+      actorKind: request.actor.kind,
+      actorId: request.actor.id,
+      expectStatus: request.expect.status,
+      expectVersion: request.expect.version,
+    });
+    const current = row ?? this.statements.get.get(request.tenantId, request.idempotencyKey);
+    if (current === undefined) return { applied: false, record: undefined };
+    const record = toRecord(current);
+    if (row === undefined && !request.recordIgnored) return { applied: false, record };
+    this.insertEvent(now, {
+      tenantId: request.tenantId,
+      idempotencyKey: request.idempotencyKey,
+      kind: row === undefined ? 'ignored' : 'transition',
+      actor: request.actor,
+      via: request.via,
+      from: row === undefined ? record.status : request.expect.status,
+      to: request.to,
+      attempt: record.attempt,
+      reason: request.reason,
+      detail: ignoredDetail(request, row === undefined),
+    });
+    return row === undefined ? { applied: false, record } : { applied: true, record };
+  }
+
+  note(request: NoteRequest): Promise<void> {
+    const now = new Date().toISOString();
+    this.db.transaction(() => {
+      const row = this.statements.get.get(request.tenantId, request.idempotencyKey);
+      if (row === undefined) return;
+      this.insertEvent(now, {
+        tenantId: request.tenantId,
+        idempotencyKey: request.idempotencyKey,
+        kind: 'note',
+        actor: request.actor,
+        via: null,
+        from: row.status as ToolExecutionRecord['status'],
+        to: null,
+        attempt: Number(row.attempt),
+        reason: request.reason,
+        detail: request.detail ?? null,
+      });
+    })();
+    return Promise.resolve();
+  }
+
+  get(tenantId: string, idempotencyKey: string): Promise<ToolExecutionRecord | undefined> {
+    const row = this.statements.get.get(tenantId, idempotencyKey);
+    return Promise.resolve(row === undefined ? undefined : toRecord(row));
+  }
+
+  history(tenantId: string, idempotencyKey: string): Promise<LedgerEvent[]> {
+    return Promise.resolve(this.statements.history.all(tenantId, idempotencyKey).map(toEvent));
+  }
+
+  list(tenantId: string, filter: ListFilter): Promise<ToolExecutionRecord[]> {
+    const where = ['tenant_id = @tenantId'];
+    const params: Record<string, unknown> = { tenantId, limit: filter.limit };
+    if (filter.statuses !== undefined && isUnknownSet(filter.statuses)) {
+      where.push(UNKNOWN_PREDICATE);
+    } else if (filter.statuses !== undefined) {
+      where.push(`status IN (${filter.statuses.map((_, i) => `@status${i}`).join(', ') || 'NULL'})`);
+      filter.statuses.forEach((s, i) => (params[`status${i}`] = s));
+    }
+    if (filter.runId !== undefined) {
+      where.push('run_id = @runId');
+      params.runId = filter.runId;
+    }
+    if (filter.toolName !== undefined) {
+      where.push('tool_name = @toolName');
+      params.toolName = filter.toolName;
+    }
+    if (filter.after !== undefined) {
+      where.push('(attempt_started_at, idempotency_key) > (@afterAt, @afterKey)');
+      params.afterAt = filter.after.at;
+      params.afterKey = filter.after.key;
+    }
+    const sql = `SELECT * FROM tool_executions WHERE ${where.join(' AND ')}
+      ORDER BY attempt_started_at, idempotency_key LIMIT @limit`;
+    return Promise.resolve(this.db.prepare<[Record<string, unknown>], ExecutionRow>(sql).all(params).map(toRecord));
+  }
+
+  private insertEvent(now: string, values: EventValues): void {
+    this.statements.event.run({
+      tenantId: values.tenantId,
+      idempotencyKey: values.idempotencyKey,
+      now,
+      kind: values.kind,
+      actorKind: values.actor.kind,
+      actorId: values.actor.id,
+      via: values.via,
+      from: values.from,
+      to: values.to,
+      attempt: values.attempt,
+      reason: values.reason,
+      detail: text(values.detail),
+    });
+  }
+}

@@ -1,0 +1,113 @@
+import type {
+  Actor,
+  EffectKind,
+  ErrorInfo,
+  JsonValue,
+  LedgerEvent,
+  LedgerStatus,
+  ToolExecutionRecord,
+  TransitionVia,
+} from '../ledger/index.js';
+
+/** One call to reserve. All requests of one `reserve` belong to one tenant and have distinct keys. */
+export interface ReserveRequest {
+  readonly tenantId: string;
+  readonly idempotencyKey: string;
+  readonly runId: string;
+  readonly toolCallId: string;
+  readonly toolName: string;
+  readonly effect: EffectKind;
+  readonly args: JsonValue;
+  readonly argsDigest: string;
+  readonly compensationOf: string | null;
+}
+
+/**
+ * `reserved`: this caller now holds the call (a new record, or a re-reservation after `failed`) and
+ * may run the tool. `existing`: someone else's record stands; the caller reads its status and
+ * digest and must not run the tool.
+ */
+export type ReserveResult =
+  | { readonly kind: 'reserved'; readonly record: ToolExecutionRecord }
+  | { readonly kind: 'existing'; readonly record: ToolExecutionRecord };
+
+/** A compare-and-set move of one record along an edge of the transition table. */
+export interface TransitionRequest {
+  readonly tenantId: string;
+  readonly idempotencyKey: string;
+  readonly via: Exclude<TransitionVia, 'reserve'>;
+  readonly to: LedgerStatus;
+  /** The status and version the caller saw; the move happens only if both still hold. */
+  readonly expect: { readonly status: LedgerStatus; readonly version: number };
+  readonly actor: Actor;
+  readonly reason: string | null;
+  /** Set on `completed`; left untouched otherwise. */
+  readonly result?: JsonValue | null;
+  readonly resultReference?: string | null;
+  /** Set on `failed` (what went wrong); cleared by nothing but a re-reservation. */
+  readonly error?: ErrorInfo | null;
+  readonly detail?: JsonValue | null;
+  /** When the compare-and-set loses, append the attempt to the history as `ignored`. */
+  readonly recordIgnored: boolean;
+}
+
+export type TransitionResult =
+  | { readonly applied: true; readonly record: ToolExecutionRecord }
+  | { readonly applied: false; readonly record: ToolExecutionRecord | undefined };
+
+export interface NoteRequest {
+  readonly tenantId: string;
+  readonly idempotencyKey: string;
+  readonly actor: Actor;
+  readonly reason: string;
+  readonly detail?: JsonValue | null;
+}
+
+export interface ListCursor {
+  readonly at: string;
+  readonly key: string;
+}
+
+export interface ListFilter {
+  readonly statuses?: readonly LedgerStatus[];
+  readonly runId?: string;
+  readonly toolName?: string;
+  readonly limit: number;
+  /** Records strictly after this position in (attemptStartedAt, idempotencyKey) order. */
+  readonly after?: ListCursor;
+}
+
+/** The ledger's storage operations. Every write is one atomic statement or one transaction. */
+export interface LedgerStore {
+  /** Reserves every request atomically: of any number of concurrent reservers, one wins each key. */
+  reserve(requests: readonly ReserveRequest[], actor: Actor): Promise<ReserveResult[]>;
+  transition(request: TransitionRequest): Promise<TransitionResult>;
+  note(request: NoteRequest): Promise<void>;
+  get(tenantId: string, idempotencyKey: string): Promise<ToolExecutionRecord | undefined>;
+  history(tenantId: string, idempotencyKey: string): Promise<LedgerEvent[]>;
+  /** A tenant's records in (attemptStartedAt, key) order: with the unknown statuses, longest waiting first. */
+  list(tenantId: string, filter: ListFilter): Promise<ToolExecutionRecord[]>;
+}
+
+export type SchemaState =
+  | { readonly state: 'current'; readonly version: number }
+  | { readonly state: 'outdated'; readonly version: number; readonly latest: number }
+  | { readonly state: 'too-new'; readonly version: number; readonly latest: number };
+
+export interface MigrationReport {
+  readonly applied: readonly string[];
+  readonly version: number;
+}
+
+export type StoreDialect = 'sqlite' | 'postgres';
+
+/** A store: the ledger (and, later, runs) on one database. */
+export interface Store {
+  readonly dialect: StoreDialect;
+  readonly ledger: LedgerStore;
+  /** Runs `fn` in one database transaction; everything it writes commits or none of it does. */
+  transaction<T>(fn: (tx: LedgerStore) => Promise<T>): Promise<T>;
+  migrate(): Promise<MigrationReport>;
+  schemaState(): Promise<SchemaState>;
+  close(): Promise<void>;
+}

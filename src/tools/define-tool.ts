@@ -1,0 +1,152 @@
+import { z } from 'zod';
+import { OncelyError } from '../errors/index.js';
+import type { ToolExecutionRecord } from '../ledger/index.js';
+import { definitionError, effectProblem, type Effect } from './effects.js';
+
+/** What every execution of a tool receives (DESIGN §2). */
+export interface ToolContext {
+  /** `<run_id>:<tool_call_id>`: pass it to the system you change, so it can recognise a repeat. */
+  readonly idempotencyKey: string;
+  readonly runId: string;
+  readonly toolCallId: string;
+  readonly tenantId: string;
+  /** The ledger attempt: 1, then +1 each time a `failed` call is reserved again (same key). */
+  readonly attempt: number;
+  /** The try within this attempt: 0, then 1 and 2 for a read that is retried. */
+  readonly retry: number;
+  /** Aborted on timeout or when the caller gives up: stop sending, and throw. */
+  readonly signal: AbortSignal;
+}
+
+/** What a reconcile hook found when it looked the key up downstream. It must only read. */
+export type ReconcileOutcome =
+  | { readonly status: 'completed'; readonly value: unknown; readonly resultReference?: string | null }
+  | { readonly status: 'failed'; readonly reason?: string }
+  | { readonly status: 'unknown'; readonly reason?: string };
+
+export type ReconcileHook = (
+  record: ToolExecutionRecord,
+  context: ToolContext,
+) => ReconcileOutcome | Promise<ReconcileOutcome>;
+
+/** Undoes a completed call; itself a once-only side effect, keyed `<key>:compensation`. */
+export type CompensateHook = (record: ToolExecutionRecord, context: ToolContext) => unknown;
+
+export interface ToolDefinition<Input extends z.ZodType, Output> {
+  /** 1-64 of `A-Z a-z 0-9 _ -`, the name the model calls it by. */
+  readonly name: string;
+  readonly description: string;
+  /** A zod object schema for the arguments; the model sees its JSON Schema. */
+  readonly input: Input;
+  readonly effect: Effect;
+  /** Milliseconds per try before the signal is aborted; default 30000. */
+  readonly timeoutMs?: number;
+  /**
+   * `false` when the downstream system cannot take an idempotency key; then a reconcile hook is what
+   * settles an unknown call, and `assertToolContract` requires one.
+   */
+  readonly downstreamAcceptsKey?: boolean;
+  readonly reconcile?: ReconcileHook;
+  readonly compensate?: CompensateHook;
+  /** Picks the downstream reference (a receipt id) out of a result, for the ledger. */
+  readonly resultReference?: (value: Output) => string | null | undefined;
+  execute(args: z.output<Input>, context: ToolContext): Output | Promise<Output>;
+}
+
+const TOOL = Symbol.for('oncely.tool');
+export const DEFAULT_TIMEOUT_MS = 30_000;
+
+/** A validated tool: its definition, frozen, with the JSON Schema the model sees. */
+export interface Tool<Input extends z.ZodType = z.ZodType, Output = unknown>
+  extends Readonly<ToolDefinition<Input, Output>> {
+  readonly timeoutMs: number;
+  readonly downstreamAcceptsKey: boolean;
+  readonly jsonSchema: Record<string, unknown>;
+  readonly [TOOL]: true;
+}
+
+const fn = (message: string) => z.custom<(...args: never[]) => unknown>((v) => typeof v === 'function', message);
+
+const definitionSchema = z.object({
+  name: z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, 'use 1-64 characters of A-Z a-z 0-9 _ -'),
+  description: z.string().trim().min(1, 'say what the tool does; the model reads it to decide when to call it'),
+  input: z.custom<z.ZodType>((v) => v instanceof z.ZodType, 'must be a zod schema, e.g. z.object({ ... })'),
+  effect: z.unknown().superRefine((effect, ctx) => {
+    const problem = effectProblem(effect);
+    if (problem !== undefined) ctx.addIssue({ code: 'custom', message: problem });
+  }),
+  timeoutMs: z.number().int().min(1).max(86_400_000).optional(),
+  downstreamAcceptsKey: z.boolean().optional(),
+  reconcile: fn('must be a function (record, context) => outcome').optional(),
+  compensate: fn('must be a function (record, context) => result').optional(),
+  resultReference: fn('must be a function (result) => string').optional(),
+  execute: fn('must be a function (args, context) => result'),
+});
+
+/**
+ * Defines a tool with a declared side effect. Bad definitions throw `TOOL_DEFINITION_INVALID` naming
+ * every field to change.
+ *
+ * @example
+ * const issueCredit = defineTool({
+ *   name: 'issue_credit',
+ *   description: "Credit a customer's account",
+ *   input: z.object({ accountId: z.string(), amountCents: z.number().int().positive() }),
+ *   effect: external(),
+ *   execute: (args, ctx) => billing.credit(args, { idempotencyKey: ctx.idempotencyKey }),
+ * });
+ */
+export function defineTool<Input extends z.ZodType, Output>(
+  definition: ToolDefinition<Input, Output>,
+): Tool<Input, Output> {
+  const parsed = definitionSchema.safeParse(definition);
+  const name = typeof (definition as { name?: unknown } | null)?.name === 'string' ? definition.name : '(unnamed)';
+  if (!parsed.success) {
+    const problems = parsed.error.issues.map((i) => `${i.path.join('.') || 'definition'}: ${i.message}`);
+    throw definitionError(`tool "${name}" is not valid: ${problems.join('; ')}`);
+  }
+  if (definition.effect.kind === 'read' && definition.compensate !== undefined) {
+    throw definitionError(`tool "${name}" is a read: it changes nothing, so there is nothing to compensate; remove compensate`);
+  }
+  const jsonSchema = inputJsonSchema(name, definition.input);
+  return Object.freeze({
+    ...definition,
+    timeoutMs: definition.timeoutMs ?? DEFAULT_TIMEOUT_MS,
+    downstreamAcceptsKey: definition.downstreamAcceptsKey ?? true,
+    jsonSchema,
+    [TOOL]: true as const,
+  });
+}
+
+function inputJsonSchema(name: string, input: z.ZodType): Record<string, unknown> {
+  let schema: Record<string, unknown>;
+  try {
+    schema = z.toJSONSchema(input, { io: 'input' }) as Record<string, unknown>;
+  } catch (cause) {
+    throw new OncelyError('TOOL_DEFINITION_INVALID', `tool "${name}": its input schema has no JSON Schema form: ${String(cause)}`, {
+      cause,
+    });
+  }
+  if (schema.type !== 'object') {
+    throw definitionError(`tool "${name}": input must be an object schema (z.object({ ... })), because models pass named arguments`);
+  }
+  return schema;
+}
+
+export function isTool(value: unknown): value is Tool {
+  return typeof value === 'object' && value !== null && (value as Record<symbol, unknown>)[TOOL] === true;
+}
+
+export function assertTool(value: unknown): asserts value is Tool {
+  if (!isTool(value)) throw definitionError('expected a tool made by defineTool({ ... })');
+}
+
+/** Validates a call's arguments against the tool's schema; nothing is written when they are wrong. */
+export function parseToolArgs<Input extends z.ZodType>(tool: Tool<Input>, args: unknown): z.output<Input> {
+  const parsed = tool.input.safeParse(args);
+  if (parsed.success) return parsed.data;
+  const problems = parsed.error.issues.map((i) => `${i.path.join('.') || '(arguments)'}: ${i.message}`);
+  throw new OncelyError('TOOL_ARGS_INVALID', `arguments for tool "${tool.name}" are not valid: ${problems.join('; ')}`, {
+    details: { tool: tool.name, issues: problems },
+  });
+}

@@ -1,0 +1,25 @@
+export {
+  read,
+  write,
+  external,
+  destructive,
+  backoffDelay,
+  MAX_READ_ATTEMPTS,
+  type Effect,
+  type ReadOptions,
+  type WriteOptions,
+  type ApprovalOptions,
+} from './effects.js';
+export {
+  defineTool,
+  isTool,
+  assertTool,
+  parseToolArgs,
+  DEFAULT_TIMEOUT_MS,
+  type Tool,
+  type ToolDefinition,
+  type ToolContext,
+  type ReconcileOutcome,
+  type ReconcileHook,
+  type CompensateHook,
+} from './define-tool.js';
