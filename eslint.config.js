@@ -27,7 +27,7 @@ const nodeGlobals = {
 };
 
 export default defineConfig(
-  { ignores: ['dist/', 'node_modules/', 'coverage/'] },
+  { ignores: ['dist/', 'node_modules/', 'coverage/', '.scratch/'] },
   js.configs.recommended,
   tseslint.configs.recommendedTypeChecked,
   {

@@ -190,7 +190,7 @@ async function run(
   });
   if (outcome.kind === 'completed') await crashPoint('tool.after-effect');
   const written = await recordOutcome(
-    { ledger, record, resultReference: (v) => tool.resultReference?.(v as never) },
+    { ledger, record, resultReference: (v) => tool.resultReference?.(v) },
     outcome,
   );
   await crashPoint('tool.after-record');

@@ -14,7 +14,7 @@ export function canonicalJson(value: unknown): string {
 
 function write(value: unknown, seen: Set<object>, path: string): string {
   if (value !== null && typeof value === 'object' && 'toJSON' in value) {
-    const toJSON = (value as { toJSON: unknown }).toJSON;
+    const toJSON = (value).toJSON;
     if (typeof toJSON === 'function') value = (toJSON as () => unknown).call(value);
   }
   switch (typeof value) {

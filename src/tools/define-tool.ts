@@ -121,7 +121,7 @@ export function defineTool<Input extends z.ZodType, Output>(
 function inputJsonSchema(name: string, input: z.ZodType): Record<string, unknown> {
   let schema: Record<string, unknown>;
   try {
-    schema = z.toJSONSchema(input, { io: 'input' }) as Record<string, unknown>;
+    schema = z.toJSONSchema(input, { io: 'input' });
   } catch (cause) {
     throw new OncelyError('TOOL_DEFINITION_INVALID', `tool "${name}": its input schema has no JSON Schema form: ${String(cause)}`, {
       cause,
