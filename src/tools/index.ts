@@ -4,6 +4,7 @@ export {
   external,
   destructive,
   backoffDelay,
+  effectProblem,
   MAX_READ_ATTEMPTS,
   type Effect,
   type ReadOptions,
