@@ -12,7 +12,7 @@ export type {
   SchemaState,
   MigrationReport,
 } from './store.js';
-export { openStore, DEFAULT_DATABASE_URL, type OpenStoreOptions } from './open-store.js';
+export { openStore, connectStore, DEFAULT_DATABASE_URL, type OpenStoreOptions } from './open-store.js';
 export { assertSchemaCurrent } from './migrations.js';
 export { SqliteStore } from './sqlite/index.js';
 export { PostgresStore, type PostgresStoreOptions } from './postgres/index.js';

@@ -23,7 +23,7 @@ export interface OpenStoreOptions {
  * const store = await openStore('sqlite:.oncely/oncely.db', { migrate: true });
  */
 export async function openStore(url: string = DEFAULT_DATABASE_URL, options: OpenStoreOptions = {}): Promise<Store> {
-  const store = await connect(url, options);
+  const store = await connectStore(url, options);
   try {
     if (options.migrate ?? store.dialect === 'sqlite') await store.migrate();
     else assertSchemaCurrent(await store.schemaState());
@@ -34,7 +34,8 @@ export async function openStore(url: string = DEFAULT_DATABASE_URL, options: Ope
   }
 }
 
-async function connect(url: string, options: OpenStoreOptions): Promise<Store> {
+/** Connects without touching or checking the schema (for `oncely migrate`). Prefer `openStore`. */
+export async function connectStore(url: string, options: Pick<OpenStoreOptions, 'warn'> = {}): Promise<Store> {
   if (url.startsWith('sqlite:')) {
     const path = url.slice('sqlite:'.length).replace(/^\/\/(?=\/)/, '');
     if (path === '') throw invalidUrl(url);

@@ -1,0 +1,45 @@
+import { Command } from 'commander';
+import { connectStore, type SchemaState } from '../store/index.js';
+import { databaseUrl, shownUrl } from './config.js';
+
+interface MigrateOptions {
+  databaseUrl?: string;
+  check?: boolean;
+}
+
+export function migrateCommand(): Command {
+  return new Command('migrate')
+    .description('apply the schema to the database (safe to run from several processes at once)')
+    .option(
+      '--database-url <url>',
+      'postgres://… or sqlite:PATH (default: $ONCELY_DATABASE_URL, else sqlite:.oncely/oncely.db)',
+    )
+    .option('--check', 'only report whether the schema is current; exit 1 if it is not')
+    .action(async (options: MigrateOptions) => {
+      const url = databaseUrl(options.databaseUrl);
+      const store = await connectStore(url);
+      try {
+        if (options.check !== true) {
+          const report = await store.migrate();
+          for (const name of report.applied) process.stdout.write(`applied ${name}\n`);
+          if (report.applied.length === 0) process.stdout.write('nothing to apply\n');
+        }
+        const state = await store.schemaState();
+        process.stdout.write(`${shownUrl(url)}: schema ${describeState(state)}\n`);
+        if (state.state !== 'current') process.exitCode = 1;
+      } finally {
+        await store.close();
+      }
+    });
+}
+
+function describeState(state: SchemaState): string {
+  switch (state.state) {
+    case 'current':
+      return `current (version ${state.version})`;
+    case 'outdated':
+      return `at version ${state.version}, needs ${state.latest}: run \`oncely migrate\``;
+    case 'too-new':
+      return `at version ${state.version}, newer than this oncely (${state.latest}): upgrade oncely`;
+  }
+}

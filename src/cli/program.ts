@@ -1,0 +1,35 @@
+import { readFileSync } from 'node:fs';
+import { Command, CommanderError } from 'commander';
+import { isOncelyError } from '../errors/index.js';
+import { migrateCommand } from './migrate.js';
+
+function packageVersion(): string {
+  const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };
+  return pkg.version;
+}
+
+export function buildProgram(): Command {
+  const program = new Command('oncely')
+    .description('A durable agent runtime: a tool call with a side effect takes effect once, or is recorded as unknown.')
+    .version(packageVersion())
+    .showHelpAfterError()
+    .exitOverride();
+  program.addCommand(migrateCommand());
+  return program;
+}
+
+/** Runs the CLI and returns its exit code; errors are printed with their stable code and what to do. */
+export async function runCli(argv: readonly string[]): Promise<number> {
+  try {
+    await buildProgram().parseAsync(argv);
+    return typeof process.exitCode === 'number' ? process.exitCode : 0;
+  } catch (error) {
+    if (error instanceof CommanderError) return error.exitCode;
+    if (isOncelyError(error)) {
+      process.stderr.write(`oncely: ${error.code}: ${error.message}\n`);
+      return 1;
+    }
+    process.stderr.write(`oncely: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
+    return 1;
+  }
+}
