@@ -38,9 +38,13 @@ export async function runAttempts(plan: AttemptPlan): Promise<AttemptOutcome> {
   for (let retry = 0; ; retry++) {
     const result = await tryOnce(plan, retry);
     if (result.kind === 'value') return { kind: 'completed', value: result.value };
-    if (result.error instanceof ToolNotAttemptedError) return { kind: 'failed', error: errorInfo(result.error) };
+    if (result.error instanceof ToolNotAttemptedError)
+      return { kind: 'failed', error: errorInfo(result.error) };
     if (plan.effect.kind !== 'read') {
-      const late = result.kind === 'aborted' ? result.execution.then(toLate) : Promise.resolve<LateOutcome>({ kind: 'unknown' });
+      const late =
+        result.kind === 'aborted'
+          ? result.execution.then(toLate)
+          : Promise.resolve<LateOutcome>({ kind: 'unknown' });
       return { kind: 'indeterminate', error: errorInfo(result.error), late };
     }
     const callerGaveUp = plan.signal?.aborted === true;
@@ -65,9 +69,13 @@ export async function runAttempts(plan: AttemptPlan): Promise<AttemptOutcome> {
 
 async function tryOnce(plan: AttemptPlan, retry: number): Promise<TryResult> {
   const controller = new AbortController();
-  const timeout = new OncelyError('TOOL_TIMEOUT', `no answer within ${plan.timeoutMs} ms; the request may have left`);
+  const timeout = new OncelyError(
+    'TOOL_TIMEOUT',
+    `no answer within ${plan.timeoutMs} ms; the request may have left`,
+  );
   const timer = setTimeout(() => controller.abort(timeout), plan.timeoutMs);
-  const onCallerAbort = (): void => controller.abort(plan.signal?.reason ?? new Error('aborted by the caller'));
+  const onCallerAbort = (): void =>
+    controller.abort(plan.signal?.reason ?? new Error('aborted by the caller'));
   if (plan.signal?.aborted === true) onCallerAbort();
   plan.signal?.addEventListener('abort', onCallerAbort, { once: true });
   const execution: Promise<TryResult> = Promise.resolve()
@@ -84,7 +92,11 @@ async function tryOnce(plan: AttemptPlan, retry: number): Promise<TryResult> {
   try {
     const first = await Promise.race([execution, aborted]);
     // A tool that threw because its signal was aborted is the abort itself: the outcome stays unknown.
-    if (first.kind === 'error' && controller.signal.aborted && !(first.error instanceof ToolNotAttemptedError)) {
+    if (
+      first.kind === 'error' &&
+      controller.signal.aborted &&
+      !(first.error instanceof ToolNotAttemptedError)
+    ) {
       return { kind: 'aborted', error: controller.signal.reason, execution: Promise.resolve(first) };
     }
     return first;

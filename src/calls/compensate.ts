@@ -43,7 +43,14 @@ export async function compensateToolCall(
   if (record === undefined) throw notFound(input.key);
   const hook = tool.compensate;
   if (record.toolName !== tool.name || record.compensationOf !== null || hook === undefined) {
-    throw notCompensable(record, record.toolName !== tool.name ? `it was made by tool "${record.toolName}", not "${tool.name}"` : hook === undefined ? `tool "${tool.name}" has no compensate hook` : 'it is itself a compensation');
+    throw notCompensable(
+      record,
+      record.toolName !== tool.name
+        ? `it was made by tool "${record.toolName}", not "${tool.name}"`
+        : hook === undefined
+          ? `tool "${tool.name}" has no compensate hook`
+          : 'it is itself a compensation',
+    );
   }
   if (record.status !== 'completed' && record.status !== 'compensated') {
     throw notCompensable(record, `it is ${record.status}; only a completed call can be compensated`);
@@ -97,12 +104,20 @@ async function answer(
 ): Promise<CompensationOutcome> {
   const current = (await ledger.store.ledger.get(record.tenantId, record.idempotencyKey)) ?? record;
   const status =
-    compensation.status === 'completed' ? 'compensated' : compensation.status === 'failed' ? 'failed' : 'unknown';
+    compensation.status === 'completed'
+      ? 'compensated'
+      : compensation.status === 'failed'
+        ? 'failed'
+        : 'unknown';
   return { status, record: current, compensation };
 }
 
 function notCompensable(record: ToolExecutionRecord, why: string): OncelyError {
-  return new OncelyError('LEDGER_NOT_COMPENSABLE', `tool call ${record.idempotencyKey} cannot be compensated: ${why}`, {
-    details: { key: record.idempotencyKey, status: record.status },
-  });
+  return new OncelyError(
+    'LEDGER_NOT_COMPENSABLE',
+    `tool call ${record.idempotencyKey} cannot be compensated: ${why}`,
+    {
+      details: { key: record.idempotencyKey, status: record.status },
+    },
+  );
 }

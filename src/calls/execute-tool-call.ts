@@ -129,7 +129,8 @@ async function proceed(
   options: CallOptions,
   round: number,
 ): Promise<ToolCallOutcome> {
-  if (reservation === undefined) throw new Error(`no reservation came back for ${call.request.idempotencyKey}`);
+  if (reservation === undefined)
+    throw new Error(`no reservation came back for ${call.request.idempotencyKey}`);
   if (reservation.kind === 'reserved') return run(ledger, call, reservation.record, options);
   const record = reservation.record;
   assertSameCall(call, record);
@@ -147,7 +148,8 @@ async function proceed(
 
 function assertSameCall(call: PreparedCall, record: ToolExecutionRecord): void {
   if (record.argsDigest === call.request.argsDigest && record.toolName === call.request.toolName) return;
-  const what = record.toolName !== call.request.toolName ? `tool "${record.toolName}"` : 'different arguments';
+  const what =
+    record.toolName !== call.request.toolName ? `tool "${record.toolName}"` : 'different arguments';
   throw new OncelyError(
     'LEDGER_ARGS_MISMATCH',
     `tool call ${record.idempotencyKey} was first made with ${what}; a key is bound to one call, so this ` +
@@ -194,7 +196,11 @@ async function run(
     outcome,
   );
   await crashPoint('tool.after-record');
-  if (outcome.kind === 'completed' && written.status === 'completed' && written.version === record.version + 1) {
+  if (
+    outcome.kind === 'completed' &&
+    written.status === 'completed' &&
+    written.version === record.version + 1
+  ) {
     return {
       status: 'completed',
       value: outcome.value,

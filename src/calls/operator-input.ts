@@ -16,7 +16,7 @@ export function operatorInput(input: {
   if (!isValidId(input.actorId)) {
     throw new OncelyError(
       'LEDGER_ACTOR_INVALID',
-      'an operator action needs the operator\'s actor id: 1-128 characters of A-Z a-z 0-9 _ . -',
+      "an operator action needs the operator's actor id: 1-128 characters of A-Z a-z 0-9 _ . -",
     );
   }
   const reason = z.string().trim().min(1).max(REASON_MAX).safeParse(input.reason);

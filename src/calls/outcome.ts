@@ -34,7 +34,11 @@ export function outcomeOfRecord(
         record,
       };
     case 'failed':
-      return { status: 'failed', error: record.error ?? { code: 'FAILED', message: 'did not take effect' }, record };
+      return {
+        status: 'failed',
+        error: record.error ?? { code: 'FAILED', message: 'did not take effect' },
+        record,
+      };
     case 'compensated':
       return { status: 'compensated', record };
     case 'started':

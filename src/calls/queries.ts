@@ -1,4 +1,10 @@
-import { UNKNOWN_STATUSES, assertTenantId, parseKey, type LedgerEvent, type ToolExecutionRecord } from '../ledger/index.js';
+import {
+  UNKNOWN_STATUSES,
+  assertTenantId,
+  parseKey,
+  type LedgerEvent,
+  type ToolExecutionRecord,
+} from '../ledger/index.js';
 import type { ListCursor } from '../store/index.js';
 import type { Ledger } from './ledger.js';
 

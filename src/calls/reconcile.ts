@@ -31,7 +31,11 @@ export async function reconcileRecord(
   const actor = { kind: 'reconcile' as const, id: `${RECONCILE_ACTOR}:${tool.name}` };
   const where = { tenantId: record.tenantId, idempotencyKey: record.idempotencyKey };
   if (outcome.status === 'unknown') {
-    await ledger.store.ledger.note({ ...where, actor, reason: outcome.reason ?? 'reconcile hook could not tell' });
+    await ledger.store.ledger.note({
+      ...where,
+      actor,
+      reason: outcome.reason ?? 'reconcile hook could not tell',
+    });
     return record;
   }
   const expect = { status: record.status, version: record.version };
@@ -92,6 +96,10 @@ async function askHook(
 
 function validOutcome(outcome: unknown): ReconcileOutcome {
   const status = (outcome as { status?: unknown } | null)?.status;
-  if (status === 'completed' || status === 'failed' || status === 'unknown') return outcome as ReconcileOutcome;
-  return { status: 'unknown', reason: `reconcile hook returned ${JSON.stringify(outcome) ?? 'nothing'}, not a status` };
+  if (status === 'completed' || status === 'failed' || status === 'unknown')
+    return outcome as ReconcileOutcome;
+  return {
+    status: 'unknown',
+    reason: `reconcile hook returned ${JSON.stringify(outcome) ?? 'nothing'}, not a status`,
+  };
 }

@@ -24,7 +24,10 @@ export async function recordOutcome(plan: RecordPlan, outcome: AttemptOutcome): 
     plan.ledger.track(outcome.late.then((late) => recordLate(plan, recorded, late)));
   }
   if (result.record === undefined) {
-    throw new OncelyError('LEDGER_RECORD_NOT_FOUND', `tool call ${plan.record.idempotencyKey} vanished from the ledger`);
+    throw new OncelyError(
+      'LEDGER_RECORD_NOT_FOUND',
+      `tool call ${plan.record.idempotencyKey} vanished from the ledger`,
+    );
   }
   return result.record;
 }
@@ -34,7 +37,9 @@ async function recordLate(plan: RecordPlan, record: ToolExecutionRecord, late: L
   try {
     await write(plan, record, late, 'late outcome of the attempt that timed out');
   } catch (error) {
-    process.emitWarning(`oncely: could not record the late outcome of ${record.idempotencyKey}: ${errorInfo(error).message}`);
+    process.emitWarning(
+      `oncely: could not record the late outcome of ${record.idempotencyKey}: ${errorInfo(error).message}`,
+    );
   }
 }
 

@@ -1,10 +1,5 @@
 import { OncelyError } from '../errors/index.js';
-import {
-  isUnknownStatus,
-  toJsonValue,
-  type JsonValue,
-  type ToolExecutionRecord,
-} from '../ledger/index.js';
+import { isUnknownStatus, toJsonValue, type JsonValue, type ToolExecutionRecord } from '../ledger/index.js';
 import type { LedgerStore } from '../store/index.js';
 import type { Ledger } from './ledger.js';
 import { operatorInput } from './operator-input.js';
@@ -36,7 +31,10 @@ const MAX_TRIES = 5;
 export async function resolveToolCall(ledger: Ledger, request: ResolveRequest): Promise<ToolExecutionRecord> {
   const input = operatorInput(request);
   if (request.status !== 'completed' && request.status !== 'failed') {
-    throw new OncelyError('LEDGER_TRANSITION_REFUSED', 'resolve to "completed" (it took effect) or "failed" (it did not)');
+    throw new OncelyError(
+      'LEDGER_TRANSITION_REFUSED',
+      'resolve to "completed" (it took effect) or "failed" (it did not)',
+    );
   }
   const result: JsonValue | null = request.result === undefined ? null : toJsonValue(request.result);
   const actor = { kind: 'operator' as const, id: input.actorId };
@@ -94,7 +92,9 @@ export async function markCompensated(
 }
 
 export function notFound(key: string): OncelyError {
-  return new OncelyError('LEDGER_RECORD_NOT_FOUND', `no tool call ${key} in this tenant's ledger`, { details: { key } });
+  return new OncelyError('LEDGER_RECORD_NOT_FOUND', `no tool call ${key} in this tenant's ledger`, {
+    details: { key },
+  });
 }
 
 function alreadySettled(record: ToolExecutionRecord): OncelyError {

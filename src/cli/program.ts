@@ -4,13 +4,17 @@ import { isOncelyError } from '../errors/index.js';
 import { migrateCommand } from './migrate.js';
 
 function packageVersion(): string {
-  const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };
+  const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as {
+    version: string;
+  };
   return pkg.version;
 }
 
 export function buildProgram(): Command {
   const program = new Command('oncely')
-    .description('A durable agent runtime: a tool call with a side effect takes effect once, or is recorded as unknown.')
+    .description(
+      'A durable agent runtime: a tool call with a side effect takes effect once, or is recorded as unknown.',
+    )
     .version(packageVersion())
     .showHelpAfterError()
     .exitOverride();
@@ -29,7 +33,9 @@ export async function runCli(argv: readonly string[]): Promise<number> {
       process.stderr.write(`oncely: ${error.code}: ${error.message}\n`);
       return 1;
     }
-    process.stderr.write(`oncely: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
+    process.stderr.write(
+      `oncely: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`,
+    );
     return 1;
   }
 }

@@ -14,7 +14,7 @@ export function canonicalJson(value: unknown): string {
 
 function write(value: unknown, seen: Set<object>, path: string): string {
   if (value !== null && typeof value === 'object' && 'toJSON' in value) {
-    const toJSON = (value).toJSON;
+    const toJSON = value.toJSON;
     if (typeof toJSON === 'function') value = (toJSON as () => unknown).call(value);
   }
   switch (typeof value) {
@@ -42,7 +42,9 @@ function writeContainer(value: object, seen: Set<object>, path: string): string 
     const entries = Object.keys(value)
       .filter((k) => (value as Record<string, unknown>)[k] !== undefined)
       .sort()
-      .map((k) => `${JSON.stringify(k)}:${write((value as Record<string, unknown>)[k], seen, `${path}.${k}`)}`);
+      .map(
+        (k) => `${JSON.stringify(k)}:${write((value as Record<string, unknown>)[k], seen, `${path}.${k}`)}`,
+      );
     return `{${entries.join(',')}}`;
   } finally {
     seen.delete(value);

@@ -38,7 +38,12 @@ export function idempotencyKey(runId: string, toolCallId: string): string {
 
 /** The key of the compensation record of a call: `<key>:compensation`. */
 export function compensationKey(key: string): string {
-  parseKey(key);
+  if (parseKey(key).compensationOf !== null) {
+    throw new OncelyError(
+      'LEDGER_KEY_INVALID',
+      `${describe(key)} is a compensation key; a compensation is not compensated again`,
+    );
+  }
   return `${key}${COMPENSATION_SUFFIX}`;
 }
 
@@ -52,14 +57,12 @@ export interface ParsedKey {
 /** Splits a key, refusing anything that is not `<run>:<call>` or `<run>:<call>:compensation`. */
 export function parseKey(key: unknown): ParsedKey {
   if (typeof key === 'string') {
-    const base = key.endsWith(COMPENSATION_SUFFIX) ? key.slice(0, -COMPENSATION_SUFFIX.length) : key;
-    const parts = base.split(':');
-    if (parts.length === 2 && isValidId(parts[0]) && isValidId(parts[1])) {
-      return {
-        runId: parts[0],
-        toolCallId: parts[1],
-        compensationOf: base === key ? null : base,
-      };
+    // Ids hold no ":", so the count of parts tells a call key from a compensation key: a tool call
+    // id may itself be "compensation".
+    const [runId, toolCallId, suffix, ...rest] = key.split(':');
+    const compensation = suffix === COMPENSATION_SUFFIX.slice(1) && rest.length === 0;
+    if (isValidId(runId) && isValidId(toolCallId) && (suffix === undefined || compensation)) {
+      return { runId, toolCallId, compensationOf: compensation ? `${runId}:${toolCallId}` : null };
     }
   }
   throw new OncelyError(

@@ -1,13 +1,7 @@
 import type { EffectKind, LedgerStatus } from './statuses.js';
 import type { TransitionVia } from './transitions.js';
 
-export type JsonValue =
-  | null
-  | boolean
-  | number
-  | string
-  | JsonValue[]
-  | { [key: string]: JsonValue };
+export type JsonValue = null | boolean | number | string | JsonValue[] | { [key: string]: JsonValue };
 
 /** Who made a change: the runtime (a process id), a reconcile hook, or an operator (their actor id). */
 export interface Actor {

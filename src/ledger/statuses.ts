@@ -1,11 +1,5 @@
 /** The statuses of a tool-execution record (DESIGN §4). */
-export const LEDGER_STATUSES = [
-  'started',
-  'completed',
-  'failed',
-  'indeterminate',
-  'compensated',
-] as const;
+export const LEDGER_STATUSES = ['started', 'completed', 'failed', 'indeterminate', 'compensated'] as const;
 export type LedgerStatus = (typeof LEDGER_STATUSES)[number];
 
 /** "Unknown": the effect may or may not have happened, and nobody has settled it yet. */

@@ -22,7 +22,10 @@ export interface OpenStoreOptions {
  * @example
  * const store = await openStore('sqlite:.oncely/oncely.db', { migrate: true });
  */
-export async function openStore(url: string = DEFAULT_DATABASE_URL, options: OpenStoreOptions = {}): Promise<Store> {
+export async function openStore(
+  url: string = DEFAULT_DATABASE_URL,
+  options: OpenStoreOptions = {},
+): Promise<Store> {
   const store = await connectStore(url, options);
   try {
     if (options.migrate ?? store.dialect === 'sqlite') await store.migrate();
@@ -35,7 +38,10 @@ export async function openStore(url: string = DEFAULT_DATABASE_URL, options: Ope
 }
 
 /** Connects without touching or checking the schema (for `oncely migrate`). Prefer `openStore`. */
-export async function connectStore(url: string, options: Pick<OpenStoreOptions, 'warn'> = {}): Promise<Store> {
+export async function connectStore(
+  url: string,
+  options: Pick<OpenStoreOptions, 'warn'> = {},
+): Promise<Store> {
   if (url.startsWith('sqlite:')) {
     const path = url.slice('sqlite:'.length).replace(/^\/\/(?=\/)/, '');
     if (path === '') throw invalidUrl(url);

@@ -1,5 +1,6 @@
 import type { TransitionRequest } from './store.js';
-import { UNKNOWN_STATUSES } from '../ledger/index.js';
+import { OncelyError } from '../errors/index.js';
+import { UNKNOWN_STATUSES, assertTransition } from '../ledger/index.js';
 import type {
   Actor,
   EffectKind,
@@ -107,12 +108,39 @@ export function toEvent(row: EventRow): LedgerEvent {
   };
 }
 
+/**
+ * Checks a transition request against the table before anything is written. The `reserve` edges are
+ * taken by `reserve()` alone: re-reserving also counts the attempt and clears the last outcome.
+ */
+export function assertTransitionRequest(request: TransitionRequest): void {
+  const { idempotencyKey: key, expect, to, via } = request;
+  assertTransition(key, expect.status, to, via);
+  if ((via as string) === 'reserve') {
+    throw new OncelyError(
+      'LEDGER_TRANSITION_REFUSED',
+      `tool call ${key} can be re-reserved only by reserve(), not by a transition`,
+      {
+        details: { key, from: expect.status, to, via },
+      },
+    );
+  }
+}
+
 /** The column values a transition writes, decided once for both dialects. */
-export function transitionColumns(to: LedgerStatus, request: {
-  result?: JsonValue | null;
-  resultReference?: string | null;
-  error?: ErrorInfo | null;
-}): { setResult: boolean; result: JsonValue | null; resultReference: string | null; setError: boolean; error: ErrorInfo | null } {
+export function transitionColumns(
+  to: LedgerStatus,
+  request: {
+    result?: JsonValue | null;
+    resultReference?: string | null;
+    error?: ErrorInfo | null;
+  },
+): {
+  setResult: boolean;
+  result: JsonValue | null;
+  resultReference: string | null;
+  setError: boolean;
+  error: ErrorInfo | null;
+} {
   return {
     setResult: to === 'completed',
     result: request.result ?? null,
@@ -141,8 +169,5 @@ export function ignoredDetail(request: TransitionRequest, ignored: boolean): unk
 export const UNKNOWN_PREDICATE = `status IN (${UNKNOWN_STATUSES.map((s) => `'${s}'`).join(', ')})`;
 
 export function isUnknownSet(statuses: readonly LedgerStatus[]): boolean {
-  return (
-    statuses.length === UNKNOWN_STATUSES.length &&
-    UNKNOWN_STATUSES.every((s) => statuses.includes(s))
-  );
+  return statuses.length === UNKNOWN_STATUSES.length && UNKNOWN_STATUSES.every((s) => statuses.includes(s));
 }

@@ -14,7 +14,7 @@ function credit(overrides: Partial<Parameters<typeof defineTool>[0]> = {}): Tool
     effect: external(),
     execute: (_args, ctx) => ({ receipt: ctx.idempotencyKey }),
     ...overrides,
-  } as Parameters<typeof defineTool>[0]);
+  });
 }
 
 async function problemsOf(tool: unknown, args?: unknown): Promise<readonly string[]> {
@@ -30,7 +30,12 @@ async function problemsOf(tool: unknown, args?: unknown): Promise<readonly strin
 describe('assertToolContract', () => {
   it('passes a side-effecting tool that reads its key', async () => {
     const report = await assertToolContract(credit(), { args: { accountId: 'a' } });
-    expect(report).toEqual({ tool: 'issue_credit', effect: 'external', executed: true, readIdempotencyKey: true });
+    expect(report).toEqual({
+      tool: 'issue_credit',
+      effect: 'external',
+      executed: true,
+      readIdempotencyKey: true,
+    });
   });
 
   it('fails a side-effecting tool that never reads its key, saying what to change', async () => {

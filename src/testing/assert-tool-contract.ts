@@ -35,11 +35,14 @@ export async function assertToolContract(
   options: ToolContractOptions = {},
 ): Promise<ToolContractReport> {
   if (!isTool(tool)) {
-    throw new ToolContractError(nameOf(tool), ['it is not an oncely tool; define it with defineTool({ ... })']);
+    throw new ToolContractError(nameOf(tool), [
+      'it is not an oncely tool; define it with defineTool({ ... })',
+    ]);
   }
   const problems: string[] = [];
   const effectIssue = effectProblem(tool.effect);
-  if (effectIssue !== undefined) problems.push(`effect: ${effectIssue}; declare it with read(), write(), external() or destructive()`);
+  if (effectIssue !== undefined)
+    problems.push(`effect: ${effectIssue}; declare it with read(), write(), external() or destructive()`);
   const changesSomething = tool.effect.kind !== 'read';
   if (changesSomething && !tool.downstreamAcceptsKey && tool.reconcile === undefined) {
     problems.push(
@@ -51,7 +54,9 @@ export async function assertToolContract(
   let readKey = false;
   if (changesSomething) {
     if (options.args === undefined) {
-      problems.push('pass args: { ... } so the check can run the tool once and see that it reads context.idempotencyKey');
+      problems.push(
+        'pass args: { ... } so the check can run the tool once and see that it reads context.idempotencyKey',
+      );
     } else {
       const sample = await sampleExecution(tool, options);
       executed = sample.executed;

@@ -48,8 +48,11 @@ export interface ToolDefinition<Input extends z.ZodType, Output> {
   readonly downstreamAcceptsKey?: boolean;
   readonly reconcile?: ReconcileHook;
   readonly compensate?: CompensateHook;
-  /** Picks the downstream reference (a receipt id) out of a result, for the ledger. */
-  readonly resultReference?: (value: Output) => string | null | undefined;
+  /**
+   * Picks the downstream reference (a receipt id) out of a result, for the ledger. Declared as a
+   * method, like `execute`, so a tool with a typed result is still assignable to `Tool`.
+   */
+  resultReference?(value: Output): string | null | undefined;
   execute(args: z.output<Input>, context: ToolContext): Output | Promise<Output>;
 }
 
@@ -57,19 +60,24 @@ const TOOL = Symbol.for('oncely.tool');
 export const DEFAULT_TIMEOUT_MS = 30_000;
 
 /** A validated tool: its definition, frozen, with the JSON Schema the model sees. */
-export interface Tool<Input extends z.ZodType = z.ZodType, Output = unknown>
-  extends Readonly<ToolDefinition<Input, Output>> {
+export interface Tool<Input extends z.ZodType = z.ZodType, Output = unknown> extends Readonly<
+  ToolDefinition<Input, Output>
+> {
   readonly timeoutMs: number;
   readonly downstreamAcceptsKey: boolean;
   readonly jsonSchema: Record<string, unknown>;
   readonly [TOOL]: true;
 }
 
-const fn = (message: string) => z.custom<(...args: never[]) => unknown>((v) => typeof v === 'function', message);
+const fn = (message: string) =>
+  z.custom<(...args: never[]) => unknown>((v) => typeof v === 'function', message);
 
 const definitionSchema = z.object({
   name: z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, 'use 1-64 characters of A-Z a-z 0-9 _ -'),
-  description: z.string().trim().min(1, 'say what the tool does; the model reads it to decide when to call it'),
+  description: z
+    .string()
+    .trim()
+    .min(1, 'say what the tool does; the model reads it to decide when to call it'),
   input: z.custom<z.ZodType>((v) => v instanceof z.ZodType, 'must be a zod schema, e.g. z.object({ ... })'),
   effect: z.unknown().superRefine((effect, ctx) => {
     const problem = effectProblem(effect);
@@ -100,13 +108,16 @@ export function defineTool<Input extends z.ZodType, Output>(
   definition: ToolDefinition<Input, Output>,
 ): Tool<Input, Output> {
   const parsed = definitionSchema.safeParse(definition);
-  const name = typeof (definition as { name?: unknown } | null)?.name === 'string' ? definition.name : '(unnamed)';
+  const name =
+    typeof (definition as { name?: unknown } | null)?.name === 'string' ? definition.name : '(unnamed)';
   if (!parsed.success) {
     const problems = parsed.error.issues.map((i) => `${i.path.join('.') || 'definition'}: ${i.message}`);
     throw definitionError(`tool "${name}" is not valid: ${problems.join('; ')}`);
   }
   if (definition.effect.kind === 'read' && definition.compensate !== undefined) {
-    throw definitionError(`tool "${name}" is a read: it changes nothing, so there is nothing to compensate; remove compensate`);
+    throw definitionError(
+      `tool "${name}" is a read: it changes nothing, so there is nothing to compensate; remove compensate`,
+    );
   }
   const jsonSchema = inputJsonSchema(name, definition.input);
   return Object.freeze({
@@ -123,12 +134,18 @@ function inputJsonSchema(name: string, input: z.ZodType): Record<string, unknown
   try {
     schema = z.toJSONSchema(input, { io: 'input' });
   } catch (cause) {
-    throw new OncelyError('TOOL_DEFINITION_INVALID', `tool "${name}": its input schema has no JSON Schema form: ${String(cause)}`, {
-      cause,
-    });
+    throw new OncelyError(
+      'TOOL_DEFINITION_INVALID',
+      `tool "${name}": its input schema has no JSON Schema form: ${String(cause)}`,
+      {
+        cause,
+      },
+    );
   }
   if (schema.type !== 'object') {
-    throw definitionError(`tool "${name}": input must be an object schema (z.object({ ... })), because models pass named arguments`);
+    throw definitionError(
+      `tool "${name}": input must be an object schema (z.object({ ... })), because models pass named arguments`,
+    );
   }
   return schema;
 }
@@ -146,7 +163,11 @@ export function parseToolArgs<Input extends z.ZodType>(tool: Tool<Input>, args: 
   const parsed = tool.input.safeParse(args);
   if (parsed.success) return parsed.data;
   const problems = parsed.error.issues.map((i) => `${i.path.join('.') || '(arguments)'}: ${i.message}`);
-  throw new OncelyError('TOOL_ARGS_INVALID', `arguments for tool "${tool.name}" are not valid: ${problems.join('; ')}`, {
-    details: { tool: tool.name, issues: problems },
-  });
+  throw new OncelyError(
+    'TOOL_ARGS_INVALID',
+    `arguments for tool "${tool.name}" are not valid: ${problems.join('; ')}`,
+    {
+      details: { tool: tool.name, issues: problems },
+    },
+  );
 }

@@ -76,7 +76,9 @@ function sideEffect(kind: Exclude<EffectKind, 'read'>, options: WriteOptions, ap
 
 function delay(name: string, value: number): number {
   if (!Number.isInteger(value) || value < 0 || value > 60_000) {
-    throw definitionError(`read({ ${name} }) must be an integer from 0 to 60000 milliseconds; got ${String(value)}`);
+    throw definitionError(
+      `read({ ${name} }) must be an integer from 0 to 60000 milliseconds; got ${String(value)}`,
+    );
   }
   return value;
 }
@@ -87,7 +89,8 @@ function freeze(effect: Effect): Effect {
 
 /** Whether a value is a well-formed effect, whoever built it. */
 export function effectProblem(effect: unknown): string | undefined {
-  if (typeof effect !== 'object' || effect === null) return 'use read(), write(), external() or destructive()';
+  if (typeof effect !== 'object' || effect === null)
+    return 'use read(), write(), external() or destructive()';
   const e = effect as Partial<Effect>;
   if (e.kind !== 'read' && e.kind !== 'write' && e.kind !== 'external' && e.kind !== 'destructive') {
     return 'use read(), write(), external() or destructive()';
@@ -95,7 +98,10 @@ export function effectProblem(effect: unknown): string | undefined {
   if (e.kind !== 'read' && e.attempts !== 1) {
     return `${e.kind} tools get exactly one attempt; a second try can apply the effect twice`;
   }
-  if (e.kind === 'read' && (!Number.isInteger(e.attempts) || (e.attempts ?? 0) < 1 || (e.attempts ?? 0) > MAX_READ_ATTEMPTS)) {
+  if (
+    e.kind === 'read' &&
+    (!Number.isInteger(e.attempts) || (e.attempts ?? 0) < 1 || (e.attempts ?? 0) > MAX_READ_ATTEMPTS)
+  ) {
     return `read tools get 1 to ${MAX_READ_ATTEMPTS} attempts`;
   }
   if (e.kind === 'read' && e.approval === true) return 'a read needs no approval; remove approval';

@@ -1,7 +1,6 @@
 import type pg from 'pg';
 import {
   RESERVABLE_STATUSES,
-  assertTransition,
   settles,
   type Actor,
   type LedgerEvent,
@@ -9,6 +8,7 @@ import {
 } from '../../ledger/index.js';
 import {
   UNKNOWN_PREDICATE,
+  assertTransitionRequest,
   ignoredDetail,
   isUnknownSet,
   toEvent,
@@ -131,13 +131,14 @@ export class PostgresLedger implements LedgerStore {
       const mine = held.get(r.idempotencyKey);
       if (mine !== undefined) return { kind: 'reserved', record: mine };
       const record = existing.get(r.idempotencyKey);
-      if (record === undefined) throw new Error(`reserve of ${r.idempotencyKey} wrote nothing and found nothing`);
+      if (record === undefined)
+        throw new Error(`reserve of ${r.idempotencyKey} wrote nothing and found nothing`);
       return { kind: 'existing', record };
     });
   }
 
   async transition(request: TransitionRequest): Promise<TransitionResult> {
-    assertTransition(request.idempotencyKey, request.expect.status, request.to, request.via);
+    assertTransitionRequest(request);
     const columns = transitionColumns(request.to, request);
     const updated = await this.db.query<ExecutionRow>(TRANSITION, [
       request.tenantId,
@@ -212,7 +213,9 @@ export class PostgresLedger implements LedgerStore {
     if (filter.toolName !== undefined) add((n) => `tool_name = ${n}`, filter.toolName);
     if (filter.after !== undefined) {
       params.push(filter.after.at, filter.after.key);
-      where.push(`(attempt_started_at, idempotency_key) > ($${params.length - 1}::timestamptz, $${params.length})`);
+      where.push(
+        `(attempt_started_at, idempotency_key) > ($${params.length - 1}::timestamptz, $${params.length})`,
+      );
     }
     params.push(filter.limit);
     const { rows } = await this.db.query<ExecutionRow>(

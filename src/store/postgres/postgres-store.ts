@@ -37,9 +37,13 @@ export class PostgresStore implements Store {
       }
     } catch (cause) {
       await pool.end();
-      throw new OncelyError('STORE_UNAVAILABLE', `cannot reach PostgreSQL at ${redact(url)}: ${String(cause)}`, {
-        cause,
-      });
+      throw new OncelyError(
+        'STORE_UNAVAILABLE',
+        `cannot reach PostgreSQL at ${redact(url)}: ${String(cause)}`,
+        {
+          cause,
+        },
+      );
     }
     return new PostgresStore(pool);
   }
@@ -73,7 +77,10 @@ export class PostgresStore implements Store {
       const current = await appliedVersion(client);
       if (current > latest) throw tooNewError(current, latest);
       for (const m of migrations.filter((m) => m.version > current)) {
-        await client.query('INSERT INTO schema_migrations (version, name) VALUES ($1, $2)', [m.version, m.name]);
+        await client.query('INSERT INTO schema_migrations (version, name) VALUES ($1, $2)', [
+          m.version,
+          m.name,
+        ]);
         await client.query(m.sql);
         applied.push(`${String(m.version).padStart(4, '0')}_${m.name}`);
       }
@@ -82,9 +89,13 @@ export class PostgresStore implements Store {
     } catch (error) {
       await client.query('ROLLBACK').catch(() => undefined);
       if (error instanceof OncelyError) throw error;
-      throw new OncelyError('SCHEMA_MIGRATION_FAILED', `migration failed and was rolled back: ${String(error)}`, {
-        cause: error,
-      });
+      throw new OncelyError(
+        'SCHEMA_MIGRATION_FAILED',
+        `migration failed and was rolled back: ${String(error)}`,
+        {
+          cause: error,
+        },
+      );
     } finally {
       client.release();
     }

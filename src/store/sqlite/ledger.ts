@@ -1,7 +1,6 @@
 import type Database from 'better-sqlite3';
 import {
   RESERVABLE_STATUSES,
-  assertTransition,
   settles,
   type Actor,
   type LedgerEvent,
@@ -9,6 +8,7 @@ import {
 } from '../../ledger/index.js';
 import {
   UNKNOWN_PREDICATE,
+  assertTransitionRequest,
   ignoredDetail,
   isUnknownSet,
   toEvent,
@@ -78,7 +78,13 @@ interface EventValues {
   detail: unknown;
 }
 
-const text = (value: unknown): string | null => (value === null || value === undefined ? null : JSON.stringify(value));
+/** Runs synchronous statements as a promise: a refusal or a database error rejects, never throws. */
+function settle<T>(work: () => T): Promise<T> {
+  return new Promise<T>((resolve) => resolve(work()));
+}
+
+const text = (value: unknown): string | null =>
+  value === null || value === undefined ? null : JSON.stringify(value);
 
 function prepareStatements(db: Database.Database) {
   return {
@@ -103,7 +109,7 @@ export class SqliteLedger implements LedgerStore {
   }
 
   reserve(requests: readonly ReserveRequest[], actor: Actor): Promise<ReserveResult[]> {
-    return Promise.resolve(this.db.transaction(() => requests.map((r) => this.reserveOne(r, actor)))());
+    return settle(() => this.db.transaction(() => requests.map((r) => this.reserveOne(r, actor)))());
   }
 
   private reserveOne(request: ReserveRequest, actor: Actor): ReserveResult {
@@ -116,7 +122,8 @@ export class SqliteLedger implements LedgerStore {
     });
     if (row === undefined) {
       const existing = this.statements.get.get(request.tenantId, request.idempotencyKey);
-      if (existing === undefined) throw new Error(`reserve of ${request.idempotencyKey} wrote nothing and found nothing`);
+      if (existing === undefined)
+        throw new Error(`reserve of ${request.idempotencyKey} wrote nothing and found nothing`);
       return { kind: 'existing', record: toRecord(existing) };
     }
     const record = toRecord(row);
@@ -126,7 +133,7 @@ export class SqliteLedger implements LedgerStore {
       kind: 'transition',
       actor,
       via: 'reserve',
-      from: record.attempt === 1 ? null : REOPENABLE ?? null,
+      from: record.attempt === 1 ? null : (REOPENABLE ?? null),
       to: 'started',
       attempt: record.attempt,
       reason: record.attempt === 1 ? 'reserved' : 're-reserved after failed',
@@ -136,8 +143,10 @@ export class SqliteLedger implements LedgerStore {
   }
 
   transition(request: TransitionRequest): Promise<TransitionResult> {
-    assertTransition(request.idempotencyKey, request.expect.status, request.to, request.via);
-    return Promise.resolve(this.db.transaction(() => this.transitionSync(request))());
+    return settle(() => {
+      assertTransitionRequest(request);
+      return this.db.transaction(() => this.transitionSync(request))();
+    });
   }
 
   private transitionSync(request: TransitionRequest): TransitionResult {
@@ -180,32 +189,35 @@ export class SqliteLedger implements LedgerStore {
 
   note(request: NoteRequest): Promise<void> {
     const now = new Date().toISOString();
-    this.db.transaction(() => {
-      const row = this.statements.get.get(request.tenantId, request.idempotencyKey);
-      if (row === undefined) return;
-      this.insertEvent(now, {
-        tenantId: request.tenantId,
-        idempotencyKey: request.idempotencyKey,
-        kind: 'note',
-        actor: request.actor,
-        via: null,
-        from: row.status as ToolExecutionRecord['status'],
-        to: null,
-        attempt: Number(row.attempt),
-        reason: request.reason,
-        detail: request.detail ?? null,
-      });
-    })();
-    return Promise.resolve();
+    return settle(() =>
+      this.db.transaction(() => {
+        const row = this.statements.get.get(request.tenantId, request.idempotencyKey);
+        if (row === undefined) return;
+        this.insertEvent(now, {
+          tenantId: request.tenantId,
+          idempotencyKey: request.idempotencyKey,
+          kind: 'note',
+          actor: request.actor,
+          via: null,
+          from: row.status as ToolExecutionRecord['status'],
+          to: null,
+          attempt: Number(row.attempt),
+          reason: request.reason,
+          detail: request.detail ?? null,
+        });
+      })(),
+    );
   }
 
   get(tenantId: string, idempotencyKey: string): Promise<ToolExecutionRecord | undefined> {
-    const row = this.statements.get.get(tenantId, idempotencyKey);
-    return Promise.resolve(row === undefined ? undefined : toRecord(row));
+    return settle(() => {
+      const row = this.statements.get.get(tenantId, idempotencyKey);
+      return row === undefined ? undefined : toRecord(row);
+    });
   }
 
   history(tenantId: string, idempotencyKey: string): Promise<LedgerEvent[]> {
-    return Promise.resolve(this.statements.history.all(tenantId, idempotencyKey).map(toEvent));
+    return settle(() => this.statements.history.all(tenantId, idempotencyKey).map(toEvent));
   }
 
   list(tenantId: string, filter: ListFilter): Promise<ToolExecutionRecord[]> {
@@ -232,7 +244,9 @@ export class SqliteLedger implements LedgerStore {
     }
     const sql = `SELECT * FROM tool_executions WHERE ${where.join(' AND ')}
       ORDER BY attempt_started_at, idempotency_key LIMIT @limit`;
-    return Promise.resolve(this.db.prepare<[Record<string, unknown>], ExecutionRow>(sql).all(params).map(toRecord));
+    return settle(() =>
+      this.db.prepare<[Record<string, unknown>], ExecutionRow>(sql).all(params).map(toRecord),
+    );
   }
 
   private insertEvent(now: string, values: EventValues): void {

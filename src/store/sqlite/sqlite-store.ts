@@ -35,9 +35,13 @@ export class SqliteStore implements Store {
     try {
       db = new Database(path, { timeout: BUSY_TIMEOUT_MS });
     } catch (cause) {
-      throw new OncelyError('STORE_UNAVAILABLE', `cannot open the SQLite database ${path}: ${String(cause)}`, {
-        cause,
-      });
+      throw new OncelyError(
+        'STORE_UNAVAILABLE',
+        `cannot open the SQLite database ${path}: ${String(cause)}`,
+        {
+          cause,
+        },
+      );
     }
     db.pragma('journal_mode = WAL');
     db.pragma('synchronous = FULL');
@@ -102,7 +106,9 @@ export class SqliteStore implements Store {
       .prepare(`SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'`)
       .get();
     if (table === undefined) return 0;
-    const row = this.db.prepare('SELECT MAX(version) AS v FROM schema_migrations').get() as { v: number | null };
+    const row = this.db.prepare('SELECT MAX(version) AS v FROM schema_migrations').get() as {
+      v: number | null;
+    };
     return row.v ?? 0;
   }
 
