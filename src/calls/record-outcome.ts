@@ -77,8 +77,8 @@ async function write(
   const onCompleted = plan.onCompleted;
   if (onCompleted === undefined) return plan.ledger.store.ledger.transition(request);
   return plan.ledger.store.transaction(async (tx) => {
-    const written = await tx.transition(request);
-    if (written.applied) await onCompleted(tx, written.record);
+    const written = await tx.ledger.transition(request);
+    if (written.applied) await onCompleted(tx.ledger, written.record);
     return written;
   });
 }

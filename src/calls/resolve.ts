@@ -43,7 +43,7 @@ export async function resolveToolCall(ledger: Ledger, request: ResolveRequest): 
     if (record === undefined) throw notFound(input.key);
     if (!isUnknownStatus(record.status)) throw alreadySettled(record);
     const written = await ledger.store.transaction(async (tx) => {
-      const moved = await tx.transition({
+      const moved = await tx.ledger.transition({
         tenantId: input.tenantId,
         idempotencyKey: input.key,
         via: 'resolve',
@@ -57,7 +57,7 @@ export async function resolveToolCall(ledger: Ledger, request: ResolveRequest): 
         recordIgnored: false,
       });
       if (moved.applied && request.status === 'completed' && moved.record.compensationOf !== null) {
-        await markCompensated(tx, moved.record, actor, input.reason);
+        await markCompensated(tx.ledger, moved.record, actor, input.reason);
       }
       return moved;
     });

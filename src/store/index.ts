@@ -1,5 +1,6 @@
 export type {
   Store,
+  StoreTx,
   StoreDialect,
   LedgerStore,
   ReserveRequest,
@@ -16,3 +17,11 @@ export { openStore, connectStore, DEFAULT_DATABASE_URL, type OpenStoreOptions } 
 export { assertSchemaCurrent } from './migrations.js';
 export { SqliteStore } from './sqlite/index.js';
 export { PostgresStore, type PostgresStoreOptions } from './postgres/index.js';
+export type {
+  RunStore,
+  RunFence,
+  CreateRunRequest,
+  SaveCheckpointRequest,
+  RunListFilter,
+  NewApproval,
+} from './run-store.js';

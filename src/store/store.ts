@@ -8,6 +8,7 @@ import type {
   ToolExecutionRecord,
   TransitionVia,
 } from '../ledger/index.js';
+import type { RunStore } from './run-store.js';
 
 /** One call to reserve. All requests of one `reserve` belong to one tenant and have distinct keys. */
 export interface ReserveRequest {
@@ -101,12 +102,17 @@ export interface MigrationReport {
 
 export type StoreDialect = 'sqlite' | 'postgres';
 
-/** A store: the ledger (and, later, runs) on one database. */
-export interface Store {
-  readonly dialect: StoreDialect;
+/** What a transaction's function writes through. */
+export interface StoreTx {
   readonly ledger: LedgerStore;
+  readonly runs: RunStore;
+}
+
+/** A store: the ledger and the runs on one database. */
+export interface Store extends StoreTx {
+  readonly dialect: StoreDialect;
   /** Runs `fn` in one database transaction; everything it writes commits or none of it does. */
-  transaction<T>(fn: (tx: LedgerStore) => Promise<T>): Promise<T>;
+  transaction<T>(fn: (tx: StoreTx) => Promise<T>): Promise<T>;
   migrate(): Promise<MigrationReport>;
   schemaState(): Promise<SchemaState>;
   close(): Promise<void>;

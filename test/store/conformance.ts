@@ -719,18 +719,18 @@ export function describeStoreConformance(
         const boom = new Error('boom');
         await expect(
           store.transaction(async (tx) => {
-            await tx.reserve([fresh], RUNTIME);
-            const moved = await tx.transition(
+            await tx.ledger.reserve([fresh], RUNTIME);
+            const moved = await tx.ledger.transition(
               transitionOf(existing, { via: 'outcome', to: 'completed', result: { x: 1 } }),
             );
             expect(moved.applied).toBe(true);
-            await tx.note({
+            await tx.ledger.note({
               tenantId: TENANT,
               idempotencyKey: existing.idempotencyKey,
               actor: RUNTIME,
               reason: 'in tx',
             });
-            expect((await tx.get(TENANT, fresh.idempotencyKey))?.status).toBe('started');
+            expect((await tx.ledger.get(TENANT, fresh.idempotencyKey))?.status).toBe('started');
             throw boom;
           }),
         ).rejects.toBe(boom);
@@ -744,8 +744,8 @@ export function describeStoreConformance(
         const existing = await reserveOne(request());
         const fresh = request();
         const value = await store.transaction(async (tx) => {
-          await tx.reserve([fresh], RUNTIME);
-          await tx.transition(transitionOf(existing, { via: 'outcome', to: 'failed' }));
+          await tx.ledger.reserve([fresh], RUNTIME);
+          await tx.ledger.transition(transitionOf(existing, { via: 'outcome', to: 'failed' }));
           return 42;
         });
         expect(value).toBe(42);
@@ -762,7 +762,7 @@ export function describeStoreConformance(
         await expect(outside).rejects.toMatchObject({ code: 'LEDGER_TRANSITION_REFUSED' });
         await store.transaction(async (tx) => {
           let inside: Promise<unknown> | undefined;
-          expect(() => (inside = tx.transition(refusedMove))).not.toThrow();
+          expect(() => (inside = tx.ledger.transition(refusedMove))).not.toThrow();
           await expect(inside).rejects.toMatchObject({ code: 'LEDGER_TRANSITION_REFUSED' });
         });
         expect(await snapshot(existing.idempotencyKey)).toEqual(before);

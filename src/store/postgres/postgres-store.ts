@@ -1,8 +1,10 @@
 import pg from 'pg';
 import { OncelyError } from '../../errors/index.js';
 import { latestVersion, loadMigrations, schemaStateOf, tooNewError } from '../migrations.js';
-import type { LedgerStore, MigrationReport, SchemaState, Store } from '../store.js';
+import type { RunStore } from '../run-store.js';
+import type { LedgerStore, MigrationReport, SchemaState, Store, StoreTx } from '../store.js';
 import { PostgresLedger, type Queryable } from './ledger.js';
+import { PostgresRuns } from './runs.js';
 import { UNDEFINED_TABLE } from './sqlstate.js';
 
 /** Any fixed number: two processes migrating at once queue on this advisory lock. */
@@ -18,9 +20,11 @@ export interface PostgresStoreOptions {
 export class PostgresStore implements Store {
   readonly dialect = 'postgres' as const;
   readonly ledger: LedgerStore;
+  readonly runs: RunStore;
 
   private constructor(private readonly pool: pg.Pool) {
     this.ledger = new PostgresLedger(pool);
+    this.runs = new PostgresRuns(pool);
   }
 
   static async open(url: string, options: PostgresStoreOptions = {}): Promise<PostgresStore> {
@@ -48,11 +52,11 @@ export class PostgresStore implements Store {
     return new PostgresStore(pool);
   }
 
-  async transaction<T>(fn: (tx: LedgerStore) => Promise<T>): Promise<T> {
+  async transaction<T>(fn: (tx: StoreTx) => Promise<T>): Promise<T> {
     const client = await this.pool.connect();
     try {
       await client.query('BEGIN');
-      const value = await fn(new PostgresLedger(client));
+      const value = await fn({ ledger: new PostgresLedger(client), runs: new PostgresRuns(client) });
       await client.query('COMMIT');
       return value;
     } catch (error) {

@@ -3,8 +3,10 @@ import { dirname } from 'node:path';
 import Database from 'better-sqlite3';
 import { OncelyError } from '../../errors/index.js';
 import { latestVersion, loadMigrations, schemaStateOf, tooNewError } from '../migrations.js';
-import type { LedgerStore, MigrationReport, SchemaState, Store } from '../store.js';
+import type { RunStore } from '../run-store.js';
+import type { LedgerStore, MigrationReport, SchemaState, Store, StoreTx } from '../store.js';
 import { SqliteLedger } from './ledger.js';
+import { SqliteRuns } from './runs.js';
 
 const BUSY_TIMEOUT_MS = 15_000;
 
@@ -16,6 +18,7 @@ const BUSY_TIMEOUT_MS = 15_000;
 export class SqliteStore implements Store {
   readonly dialect = 'sqlite' as const;
   readonly ledger: LedgerStore;
+  readonly runs: RunStore;
   private readonly db: Database.Database;
   /** Serialises this connection's async transactions, so no other call interleaves with one. */
   private tail: Promise<unknown> = Promise.resolve();
@@ -23,11 +26,14 @@ export class SqliteStore implements Store {
   private constructor(db: Database.Database) {
     this.db = db;
     const ledger = new SqliteLedger(db);
+    const runs = new SqliteRuns(db);
+    this.tx = { ledger, runs };
     this.ledger = exclusive(ledger, (fn) => this.exclusive(fn));
-    this.txLedger = ledger;
+    this.runs = exclusive(runs, (fn) => this.exclusive(fn));
   }
 
-  private readonly txLedger: LedgerStore;
+  /** The unwrapped stores, used inside a transaction that already holds the connection. */
+  private readonly tx: StoreTx;
 
   static open(path: string): SqliteStore {
     if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
@@ -50,11 +56,11 @@ export class SqliteStore implements Store {
     return new SqliteStore(db);
   }
 
-  async transaction<T>(fn: (tx: LedgerStore) => Promise<T>): Promise<T> {
+  async transaction<T>(fn: (tx: StoreTx) => Promise<T>): Promise<T> {
     return this.exclusive(async () => {
       this.db.exec('BEGIN IMMEDIATE');
       try {
-        const value = await fn(this.txLedger);
+        const value = await fn(this.tx);
         this.db.exec('COMMIT');
         return value;
       } catch (error) {
@@ -119,14 +125,14 @@ export class SqliteStore implements Store {
   }
 }
 
-/** Wraps each ledger method so it waits for any transaction this connection has open. */
-function exclusive(ledger: LedgerStore, run: <T>(fn: () => Promise<T>) => Promise<T>): LedgerStore {
-  return {
-    reserve: (requests, actor) => run(() => ledger.reserve(requests, actor)),
-    transition: (request) => run(() => ledger.transition(request)),
-    note: (request) => run(() => ledger.note(request)),
-    get: (tenantId, key) => run(() => ledger.get(tenantId, key)),
-    history: (tenantId, key) => run(() => ledger.history(tenantId, key)),
-    list: (tenantId, filter) => run(() => ledger.list(tenantId, filter)),
-  };
+/** Wraps every method so it waits for any transaction this connection has open. */
+function exclusive<S extends object>(target: S, run: <T>(fn: () => Promise<T>) => Promise<T>): S {
+  return new Proxy(target, {
+    get(object, property, receiver) {
+      const value: unknown = Reflect.get(object, property, receiver);
+      if (typeof value !== 'function') return value;
+      return (...args: unknown[]) =>
+        run(() => (value as (...a: unknown[]) => Promise<unknown>).apply(object, args));
+    },
+  });
 }

@@ -1,0 +1,74 @@
+import type { LanguageModelV3 } from '@ai-sdk/provider';
+import { z } from 'zod';
+import { OncelyError } from '../errors/index.js';
+import { isTool, type Tool } from '../tools/index.js';
+
+/** What a run does when a tool call's outcome is unknown (DESIGN §6). */
+export const ON_INDETERMINATE = ['pause', 'fail'] as const;
+export type OnIndeterminate = (typeof ON_INDETERMINATE)[number];
+
+export interface AgentDefinition {
+  /** 1-64 of `A-Z a-z 0-9 _ . -`; runs name their agent by it. */
+  readonly name: string;
+  readonly instructions: string;
+  readonly model: LanguageModelV3;
+  readonly tools: readonly Tool[];
+  readonly toolPolicy?: { readonly onIndeterminate?: OnIndeterminate };
+  /** Model calls per run before it fails with `RUN_MAX_STEPS`; default 20. */
+  readonly maxSteps?: number;
+}
+
+export interface Agent {
+  readonly name: string;
+  readonly instructions: string;
+  readonly model: LanguageModelV3;
+  readonly tools: readonly Tool[];
+  readonly toolPolicy: { readonly onIndeterminate: OnIndeterminate };
+  readonly maxSteps: number;
+}
+
+export const DEFAULT_MAX_STEPS = 20;
+
+const agentSchema = z.object({
+  name: z.string().regex(/^[A-Za-z0-9_.-]{1,64}$/, 'use 1-64 characters of A-Z a-z 0-9 _ . -'),
+  instructions: z.string(),
+  model: z.custom<LanguageModelV3>(
+    (m) =>
+      typeof m === 'object' && m !== null && typeof (m as { doGenerate?: unknown }).doGenerate === 'function',
+    'must be an AI SDK language model (e.g. openai("gpt-4o-mini")) or scriptedModel([...])',
+  ),
+  tools: z.array(z.custom<Tool>(isTool, 'must be a tool made by defineTool')),
+  toolPolicy: z.object({ onIndeterminate: z.enum(ON_INDETERMINATE).optional() }).optional(),
+  maxSteps: z.number().int().min(1).max(1000).optional(),
+});
+
+/**
+ * Defines an agent: instructions, a model, tools, and what to do with an unknown call.
+ *
+ * @example
+ * const billing = defineAgent({ name: 'billing-assistant', instructions: 'Help with billing.',
+ *   model: openai('gpt-4o-mini'), tools: [issueCredit], toolPolicy: { onIndeterminate: 'pause' } });
+ */
+export function defineAgent(definition: AgentDefinition): Agent {
+  const parsed = agentSchema.safeParse(definition);
+  if (!parsed.success) {
+    const problems = parsed.error.issues.map((i) => `${i.path.join('.') || 'definition'}: ${i.message}`);
+    throw new OncelyError('AGENT_DEFINITION_INVALID', `agent is not valid: ${problems.join('; ')}`);
+  }
+  const names = definition.tools.map((t) => t.name);
+  const repeated = names.filter((n, i) => names.indexOf(n) !== i);
+  if (repeated.length > 0) {
+    throw new OncelyError(
+      'AGENT_DEFINITION_INVALID',
+      `agent "${definition.name}" lists tool "${repeated[0]}" twice`,
+    );
+  }
+  return Object.freeze({
+    name: definition.name,
+    instructions: definition.instructions,
+    model: definition.model,
+    tools: Object.freeze([...definition.tools]),
+    toolPolicy: Object.freeze({ onIndeterminate: definition.toolPolicy?.onIndeterminate ?? 'fail' }),
+    maxSteps: definition.maxSteps ?? DEFAULT_MAX_STEPS,
+  });
+}

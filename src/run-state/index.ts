@@ -1,0 +1,12 @@
+export {
+  RUN_STATUSES,
+  FINAL_RUN_STATUSES,
+  WAITING_RUN_STATUSES,
+  CHECKPOINT_STATUSES,
+  APPROVAL_STATUSES,
+  isFinalRunStatus,
+  type RunStatus,
+  type CheckpointStatus,
+  type ApprovalStatus,
+} from './statuses.js';
+export type { HeardResult, PendingCall, Checkpoint, RunRecord, RunEvent, ApprovalRecord } from './records.js';

@@ -1,0 +1,78 @@
+import type { ErrorInfo, JsonValue } from '../ledger/index.js';
+import type { ApprovalStatus, RunStatus } from './statuses.js';
+
+/** What the model is told about a call, once it is settled (DESIGN §6: never "failed" for "unknown"). */
+export interface HeardResult {
+  readonly kind:
+    | 'completed'
+    | 'replayed'
+    | 'not_attempted'
+    | 'did_not_take_effect'
+    | 'compensated'
+    | 'rejected'
+    | 'invalid_call'
+    | 'read_failed';
+  readonly output: JsonValue;
+}
+
+/** One call of a model response, with the id the runtime minted for it. */
+export interface PendingCall {
+  readonly toolCallId: string;
+  readonly toolName: string;
+  readonly input: JsonValue;
+  /** Set once the call is settled; the model hears it when every call of the step is. */
+  readonly heard?: HeardResult;
+}
+
+/**
+ * A run's durable state. `messages` are AI SDK model messages (JSON); `pending` holds the calls of
+ * the last model response until every one of them is settled and told to the model.
+ */
+export interface Checkpoint {
+  readonly messages: JsonValue[];
+  readonly step: number;
+  readonly pending: { readonly calls: readonly PendingCall[] } | null;
+}
+
+export interface RunRecord {
+  readonly tenantId: string;
+  readonly runId: string;
+  readonly agent: string;
+  readonly status: RunStatus;
+  readonly input: JsonValue;
+  readonly checkpoint: Checkpoint;
+  readonly checkpointVersion: number;
+  readonly leaseOwner: string | null;
+  readonly leaseEpoch: number;
+  readonly leaseExpiresAt: string | null;
+  readonly result: JsonValue | null;
+  readonly error: ErrorInfo | null;
+  readonly statusReason: string | null;
+  readonly createdAt: string;
+  readonly updatedAt: string;
+}
+
+export interface RunEvent {
+  readonly id: number;
+  readonly tenantId: string;
+  readonly runId: string;
+  readonly at: string;
+  readonly type: string;
+  readonly data: JsonValue;
+}
+
+export interface ApprovalRecord {
+  readonly tenantId: string;
+  /** The key of the call it approves: an approval is for that one call. */
+  readonly idempotencyKey: string;
+  readonly runId: string;
+  readonly toolName: string;
+  readonly args: JsonValue;
+  readonly argsDigest: string;
+  readonly status: ApprovalStatus;
+  readonly decidedBy: string | null;
+  readonly reason: string | null;
+  readonly createdAt: string;
+  readonly decidedAt: string | null;
+  readonly consumedAt: string | null;
+}

@@ -1,0 +1,320 @@
+import type { JsonValue } from '../../ledger/index.js';
+import {
+  FINAL_RUN_STATUSES,
+  type ApprovalRecord,
+  type RunEvent,
+  type RunRecord,
+  type RunStatus,
+} from '../../run-state/index.js';
+import type {
+  CreateRunRequest,
+  NewApproval,
+  RunFence,
+  RunListFilter,
+  RunStore,
+  SaveCheckpointRequest,
+} from '../run-store.js';
+import {
+  releasesLease,
+  toApproval,
+  toRun,
+  toRunEvent,
+  type ApprovalRow,
+  type RunEventRow,
+  type RunRow,
+} from '../run-rows.js';
+import type { Queryable } from './ledger.js';
+
+const json = (value: unknown): string | null =>
+  value === null || value === undefined ? null : JSON.stringify(value);
+
+const CLAIMABLE = `status IN ('queued', 'running') AND (lease_expires_at IS NULL OR lease_expires_at < oncely_now())`;
+
+const CLAIM_SET = `status = 'running', lease_owner = $1, lease_epoch = lease_epoch + 1,
+  lease_expires_at = oncely_now() + make_interval(secs => $2::double precision / 1000), updated_at = oncely_now()`;
+
+/** The oldest claimable run, skipping rows another claimer has locked: one winner per run. */
+const CLAIM_NEXT = `
+UPDATE runs SET ${CLAIM_SET}
+WHERE (tenant_id, run_id) = (
+  SELECT tenant_id, run_id FROM runs WHERE ${CLAIMABLE}
+  ORDER BY updated_at LIMIT 1 FOR UPDATE SKIP LOCKED
+) AND ${CLAIMABLE}
+RETURNING *`;
+
+const CLAIM = `UPDATE runs SET ${CLAIM_SET} WHERE tenant_id = $3 AND run_id = $4 AND ${CLAIMABLE} RETURNING *`;
+
+const RENEW = `
+UPDATE runs SET lease_expires_at = oncely_now() + make_interval(secs => $5::double precision / 1000)
+WHERE tenant_id = $1 AND run_id = $2 AND lease_epoch = $3 AND lease_owner = $4 AND status = 'running'`;
+
+const SAVE = `
+WITH u AS (
+  UPDATE runs SET checkpoint = $5::jsonb, checkpoint_version = checkpoint_version + 1, status = $6,
+    result = COALESCE($7::jsonb, result), error = $8::jsonb, status_reason = $9, updated_at = oncely_now(),
+    lease_owner = CASE WHEN $10 THEN NULL ELSE lease_owner END,
+    lease_expires_at = CASE WHEN $10 THEN NULL ELSE lease_expires_at END
+  WHERE tenant_id = $1 AND run_id = $2 AND lease_epoch = $3 AND checkpoint_version = $4 AND status = 'running'
+  RETURNING tenant_id, run_id, checkpoint_version
+), ev AS (
+  INSERT INTO run_events (tenant_id, run_id, type, data)
+  SELECT u.tenant_id, u.run_id, e.type, e.data FROM u, unnest($11::text[], $12::jsonb[]) WITH ORDINALITY AS e(type, data, n)
+  ORDER BY e.n
+)
+SELECT checkpoint_version FROM u`;
+
+const CREATE = `
+WITH ins AS (
+  INSERT INTO runs (tenant_id, run_id, agent, status, input, checkpoint, checkpoint_version)
+  VALUES ($1, $2, $3, 'queued', $4::jsonb, $5::jsonb, 1)
+  ON CONFLICT (tenant_id, run_id) DO NOTHING
+  RETURNING *
+), ev AS (
+  INSERT INTO run_events (tenant_id, run_id, type, data)
+  SELECT tenant_id, run_id, 'run.created', jsonb_build_object('agent', agent, 'status', status) FROM ins
+)
+SELECT * FROM ins`;
+
+const REQUEUE = `
+WITH u AS (
+  UPDATE runs SET status = 'queued', status_reason = $4, updated_at = oncely_now(), lease_owner = NULL, lease_expires_at = NULL
+  WHERE tenant_id = $1 AND run_id = $2 AND status = ANY($3::text[])
+  RETURNING tenant_id, run_id
+), ev AS (
+  INSERT INTO run_events (tenant_id, run_id, type, data)
+  SELECT tenant_id, run_id, 'run.status', jsonb_build_object('status', 'queued', 'reason', $4::text) FROM u
+)
+SELECT 1 FROM u`;
+
+const CANCEL = `
+WITH u AS (
+  UPDATE runs SET status = 'cancelled', status_reason = $3, updated_at = oncely_now(),
+    lease_owner = NULL, lease_expires_at = NULL, lease_epoch = lease_epoch + 1
+  WHERE tenant_id = $1 AND run_id = $2 AND NOT (status = ANY($4::text[]))
+  RETURNING *
+), ev AS (
+  INSERT INTO run_events (tenant_id, run_id, type, data)
+  SELECT tenant_id, run_id, 'run.status', jsonb_build_object('status', 'cancelled', 'reason', $3::text) FROM u
+)
+SELECT * FROM u`;
+
+export class PostgresRuns implements RunStore {
+  constructor(private readonly db: Queryable) {}
+
+  async create(request: CreateRunRequest): Promise<{ created: boolean; run: RunRecord }> {
+    const { rows } = await this.db.query<RunRow>(CREATE, [
+      request.tenantId,
+      request.runId,
+      request.agent,
+      json(request.input),
+      json(request.checkpoint),
+    ]);
+    if (rows[0] !== undefined) return { created: true, run: toRun(rows[0]) };
+    const run = await this.get(request.tenantId, request.runId);
+    if (run === undefined) throw new Error(`run ${request.runId} neither created nor found`);
+    return { created: false, run };
+  }
+
+  async get(tenantId: string, runId: string): Promise<RunRecord | undefined> {
+    const { rows } = await this.db.query<RunRow>('SELECT * FROM runs WHERE tenant_id = $1 AND run_id = $2', [
+      tenantId,
+      runId,
+    ]);
+    return rows[0] === undefined ? undefined : toRun(rows[0]);
+  }
+
+  async list(tenantId: string, filter: RunListFilter): Promise<RunRecord[]> {
+    const params: unknown[] = [tenantId];
+    const where = ['tenant_id = $1'];
+    if (filter.statuses !== undefined) {
+      params.push(filter.statuses);
+      where.push(`status = ANY($${params.length}::text[])`);
+    }
+    if (filter.agent !== undefined) {
+      params.push(filter.agent);
+      where.push(`agent = $${params.length}`);
+    }
+    if (filter.after !== undefined) {
+      params.push(filter.after.at, filter.after.runId);
+      where.push(`(created_at, run_id) > ($${params.length - 1}::timestamptz, $${params.length})`);
+    }
+    params.push(filter.limit);
+    const { rows } = await this.db.query<RunRow>(
+      `SELECT * FROM runs WHERE ${where.join(' AND ')} ORDER BY created_at, run_id LIMIT $${params.length}`,
+      params,
+    );
+    return rows.map(toRun);
+  }
+
+  async claimNext(owner: string, leaseMs: number): Promise<RunRecord | undefined> {
+    const { rows } = await this.db.query<RunRow>(CLAIM_NEXT, [owner, leaseMs]);
+    return rows[0] === undefined ? undefined : toRun(rows[0]);
+  }
+
+  async claim(
+    tenantId: string,
+    runId: string,
+    owner: string,
+    leaseMs: number,
+  ): Promise<RunRecord | undefined> {
+    const { rows } = await this.db.query<RunRow>(CLAIM, [owner, leaseMs, tenantId, runId]);
+    return rows[0] === undefined ? undefined : toRun(rows[0]);
+  }
+
+  async renewLease(
+    fence: Omit<RunFence, 'checkpointVersion'>,
+    owner: string,
+    leaseMs: number,
+  ): Promise<boolean> {
+    const result = await this.db.query(RENEW, [
+      fence.tenantId,
+      fence.runId,
+      fence.leaseEpoch,
+      owner,
+      leaseMs,
+    ]);
+    return result.rowCount === 1;
+  }
+
+  async saveCheckpoint(request: SaveCheckpointRequest): Promise<number | undefined> {
+    const { fence } = request;
+    const events = request.events ?? [];
+    const { rows } = await this.db.query<{ checkpoint_version: string }>(SAVE, [
+      fence.tenantId,
+      fence.runId,
+      fence.leaseEpoch,
+      fence.checkpointVersion,
+      json(request.checkpoint),
+      request.status,
+      json(request.result ?? null),
+      json(request.error ?? null),
+      request.reason ?? null,
+      releasesLease(request.status),
+      events.map((e) => e.type),
+      events.map((e) => JSON.stringify(e.data)),
+    ]);
+    return rows[0] === undefined ? undefined : Number(rows[0].checkpoint_version);
+  }
+
+  async requeue(
+    tenantId: string,
+    runId: string,
+    from: readonly RunStatus[],
+    reason: string,
+  ): Promise<boolean> {
+    const result = await this.db.query(REQUEUE, [tenantId, runId, from, reason]);
+    return result.rowCount === 1;
+  }
+
+  async cancel(tenantId: string, runId: string, reason: string): Promise<RunRecord | undefined> {
+    const { rows } = await this.db.query<RunRow>(CANCEL, [tenantId, runId, reason, FINAL_RUN_STATUSES]);
+    return rows[0] === undefined ? undefined : toRun(rows[0]);
+  }
+
+  async listWaiting(status: RunStatus, limit: number): Promise<RunRecord[]> {
+    const { rows } = await this.db.query<RunRow>(
+      'SELECT * FROM runs WHERE status = $1 ORDER BY updated_at LIMIT $2',
+      [status, limit],
+    );
+    return rows.map(toRun);
+  }
+
+  async appendEvent(tenantId: string, runId: string, type: string, data: JsonValue): Promise<void> {
+    await this.db.query(
+      'INSERT INTO run_events (tenant_id, run_id, type, data) VALUES ($1, $2, $3, $4::jsonb)',
+      [tenantId, runId, type, JSON.stringify(data)],
+    );
+  }
+
+  async events(tenantId: string, runId: string, afterId: number, limit: number): Promise<RunEvent[]> {
+    const { rows } = await this.db.query<RunEventRow>(
+      'SELECT * FROM run_events WHERE tenant_id = $1 AND run_id = $2 AND id > $3 ORDER BY id LIMIT $4',
+      [tenantId, runId, afterId, limit],
+    );
+    return rows.map(toRunEvent);
+  }
+
+  async createApprovals(approvals: readonly NewApproval[]): Promise<void> {
+    if (approvals.length === 0) return;
+    await this.db.query(
+      `INSERT INTO approvals (tenant_id, idempotency_key, run_id, tool_name, args, args_digest, status)
+       SELECT * , 'pending' FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::jsonb[], $6::text[])
+       ON CONFLICT (tenant_id, idempotency_key) DO NOTHING`,
+      [
+        approvals.map((a) => a.tenantId),
+        approvals.map((a) => a.idempotencyKey),
+        approvals.map((a) => a.runId),
+        approvals.map((a) => a.toolName),
+        approvals.map((a) => JSON.stringify(a.args)),
+        approvals.map((a) => a.argsDigest),
+      ],
+    );
+  }
+
+  async getApproval(tenantId: string, idempotencyKey: string): Promise<ApprovalRecord | undefined> {
+    const { rows } = await this.db.query<ApprovalRow>(
+      'SELECT * FROM approvals WHERE tenant_id = $1 AND idempotency_key = $2',
+      [tenantId, idempotencyKey],
+    );
+    return rows[0] === undefined ? undefined : toApproval(rows[0]);
+  }
+
+  async approvalsOfRun(tenantId: string, runId: string): Promise<ApprovalRecord[]> {
+    const { rows } = await this.db.query<ApprovalRow>(
+      'SELECT * FROM approvals WHERE tenant_id = $1 AND run_id = $2 ORDER BY created_at, idempotency_key',
+      [tenantId, runId],
+    );
+    return rows.map(toApproval);
+  }
+
+  async listApprovals(
+    tenantId: string,
+    filter: {
+      statuses?: readonly ApprovalRecord['status'][];
+      limit: number;
+      after?: { at: string; key: string };
+    },
+  ): Promise<ApprovalRecord[]> {
+    const params: unknown[] = [tenantId];
+    const where = ['tenant_id = $1'];
+    if (filter.statuses !== undefined) {
+      params.push(filter.statuses);
+      where.push(`status = ANY($${params.length}::text[])`);
+    }
+    if (filter.after !== undefined) {
+      params.push(filter.after.at, filter.after.key);
+      where.push(`(created_at, idempotency_key) > ($${params.length - 1}::timestamptz, $${params.length})`);
+    }
+    params.push(filter.limit);
+    const { rows } = await this.db.query<ApprovalRow>(
+      `SELECT * FROM approvals WHERE ${where.join(' AND ')}
+       ORDER BY (status = 'pending') DESC, created_at, idempotency_key LIMIT $${params.length}`,
+      params,
+    );
+    return rows.map(toApproval);
+  }
+
+  async decideApproval(
+    tenantId: string,
+    idempotencyKey: string,
+    decision: 'approved' | 'rejected',
+    actorId: string,
+    reason: string | null,
+  ): Promise<ApprovalRecord | undefined> {
+    const { rows } = await this.db.query<ApprovalRow>(
+      `UPDATE approvals SET status = $3, decided_by = $4, reason = $5, decided_at = oncely_now()
+       WHERE tenant_id = $1 AND idempotency_key = $2 AND status = 'pending' RETURNING *`,
+      [tenantId, idempotencyKey, decision, actorId, reason],
+    );
+    return rows[0] === undefined ? undefined : toApproval(rows[0]);
+  }
+
+  async consumeApproval(tenantId: string, idempotencyKey: string, argsDigest: string): Promise<boolean> {
+    const result = await this.db.query(
+      `UPDATE approvals SET status = 'consumed', consumed_at = oncely_now()
+       WHERE tenant_id = $1 AND idempotency_key = $2 AND status = 'approved' AND args_digest = $3`,
+      [tenantId, idempotencyKey, argsDigest],
+    );
+    return result.rowCount === 1;
+  }
+}

@@ -1,0 +1,114 @@
+import type { ErrorInfo, JsonValue } from '../ledger/index.js';
+import type {
+  ApprovalRecord,
+  ApprovalStatus,
+  Checkpoint,
+  RunEvent,
+  RunRecord,
+  RunStatus,
+} from '../run-state/index.js';
+
+type Time = string | Date;
+
+export interface RunRow {
+  tenant_id: string;
+  run_id: string;
+  agent: string;
+  status: string;
+  input: unknown;
+  checkpoint: unknown;
+  checkpoint_version: number | string;
+  lease_owner: string | null;
+  lease_epoch: number | string;
+  lease_expires_at: Time | null;
+  result: unknown;
+  error: unknown;
+  status_reason: string | null;
+  created_at: Time;
+  updated_at: Time;
+}
+
+export interface RunEventRow {
+  id: number | string;
+  tenant_id: string;
+  run_id: string;
+  at: Time;
+  type: string;
+  data: unknown;
+}
+
+export interface ApprovalRow {
+  tenant_id: string;
+  idempotency_key: string;
+  run_id: string;
+  tool_name: string;
+  args: unknown;
+  args_digest: string;
+  status: string;
+  decided_by: string | null;
+  reason: string | null;
+  created_at: Time;
+  decided_at: Time | null;
+  consumed_at: Time | null;
+}
+
+function json<T>(value: unknown): T | null {
+  if (value === null || value === undefined) return null;
+  return (typeof value === 'string' ? JSON.parse(value) : value) as T;
+}
+
+const time = (value: Time): string => (typeof value === 'string' ? value : value.toISOString());
+const maybeTime = (value: Time | null): string | null => (value === null ? null : time(value));
+
+export function toRun(row: RunRow): RunRecord {
+  return {
+    tenantId: row.tenant_id,
+    runId: row.run_id,
+    agent: row.agent,
+    status: row.status as RunStatus,
+    input: json<JsonValue>(row.input),
+    checkpoint: json<Checkpoint>(row.checkpoint) ?? { messages: [], step: 0, pending: null },
+    checkpointVersion: Number(row.checkpoint_version),
+    leaseOwner: row.lease_owner,
+    leaseEpoch: Number(row.lease_epoch),
+    leaseExpiresAt: maybeTime(row.lease_expires_at),
+    result: json<JsonValue>(row.result),
+    error: json<ErrorInfo>(row.error),
+    statusReason: row.status_reason,
+    createdAt: time(row.created_at),
+    updatedAt: time(row.updated_at),
+  };
+}
+
+export function toRunEvent(row: RunEventRow): RunEvent {
+  return {
+    id: Number(row.id),
+    tenantId: row.tenant_id,
+    runId: row.run_id,
+    at: time(row.at),
+    type: row.type,
+    data: json<JsonValue>(row.data),
+  };
+}
+
+export function toApproval(row: ApprovalRow): ApprovalRecord {
+  return {
+    tenantId: row.tenant_id,
+    idempotencyKey: row.idempotency_key,
+    runId: row.run_id,
+    toolName: row.tool_name,
+    args: json<JsonValue>(row.args),
+    argsDigest: row.args_digest,
+    status: row.status as ApprovalStatus,
+    decidedBy: row.decided_by,
+    reason: row.reason,
+    createdAt: time(row.created_at),
+    decidedAt: maybeTime(row.decided_at),
+    consumedAt: maybeTime(row.consumed_at),
+  };
+}
+
+/** A waiting or final status ends the driver's lease; `running` keeps it. */
+export function releasesLease(status: RunStatus): boolean {
+  return status !== 'running';
+}

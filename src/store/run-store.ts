@@ -1,0 +1,104 @@
+import type { ErrorInfo, JsonValue } from '../ledger/index.js';
+import type {
+  ApprovalRecord,
+  Checkpoint,
+  CheckpointStatus,
+  RunEvent,
+  RunRecord,
+  RunStatus,
+} from '../run-state/index.js';
+
+export interface CreateRunRequest {
+  readonly tenantId: string;
+  readonly runId: string;
+  readonly agent: string;
+  readonly input: JsonValue;
+  readonly checkpoint: Checkpoint;
+}
+
+/** The driver's claim on a run: every write it makes compares both. */
+export interface RunFence {
+  readonly tenantId: string;
+  readonly runId: string;
+  readonly leaseEpoch: number;
+  readonly checkpointVersion: number;
+}
+
+export interface SaveCheckpointRequest {
+  readonly fence: RunFence;
+  readonly checkpoint: Checkpoint;
+  readonly status: CheckpointStatus;
+  readonly result?: JsonValue | null;
+  readonly error?: ErrorInfo | null;
+  readonly reason?: string | null;
+  /** Events appended in the same statement or transaction. */
+  readonly events?: readonly { type: string; data: JsonValue }[];
+}
+
+export interface RunListFilter {
+  readonly statuses?: readonly RunStatus[];
+  readonly agent?: string;
+  readonly limit: number;
+  readonly after?: { readonly at: string; readonly runId: string };
+}
+
+export interface NewApproval {
+  readonly tenantId: string;
+  readonly idempotencyKey: string;
+  readonly runId: string;
+  readonly toolName: string;
+  readonly args: JsonValue;
+  readonly argsDigest: string;
+}
+
+/** Runs, their events and approvals. Every write is compare-and-set; driver writes are fenced. */
+export interface RunStore {
+  /** Inserts the run unless one with that id exists; returns the run that stands either way. */
+  create(request: CreateRunRequest): Promise<{ created: boolean; run: RunRecord }>;
+  get(tenantId: string, runId: string): Promise<RunRecord | undefined>;
+  list(tenantId: string, filter: RunListFilter): Promise<RunRecord[]>;
+  /**
+   * Claims one run that is `queued`, or `running` with an expired lease (its driver died or froze):
+   * status `running`, a new owner, `lease_epoch + 1`. Of two claimers exactly one wins.
+   */
+  claimNext(owner: string, leaseMs: number): Promise<RunRecord | undefined>;
+  /** Claims this run if it is claimable (as `claimNext`). */
+  claim(tenantId: string, runId: string, owner: string, leaseMs: number): Promise<RunRecord | undefined>;
+  /** Extends the lease if this owner still holds it at this epoch; false means the lease is lost. */
+  renewLease(fence: Omit<RunFence, 'checkpointVersion'>, owner: string, leaseMs: number): Promise<boolean>;
+  /**
+   * Saves the checkpoint and status if the run is `running` at this epoch and checkpoint version;
+   * a final or waiting status releases the lease. Returns the new version, or undefined when fenced out.
+   */
+  saveCheckpoint(request: SaveCheckpointRequest): Promise<number | undefined>;
+  /** `from` (a waiting status) → `queued`, so a worker picks the run up again. */
+  requeue(tenantId: string, runId: string, from: readonly RunStatus[], reason: string): Promise<boolean>;
+  /** Cancels a run that is not final; bumps the epoch so whoever drives it stands down. */
+  cancel(tenantId: string, runId: string, reason: string): Promise<RunRecord | undefined>;
+  /** Runs in a waiting status, across tenants, least recently touched first (for the resume sweep). */
+  listWaiting(status: RunStatus, limit: number): Promise<RunRecord[]>;
+  appendEvent(tenantId: string, runId: string, type: string, data: JsonValue): Promise<void>;
+  events(tenantId: string, runId: string, afterId: number, limit: number): Promise<RunEvent[]>;
+
+  createApprovals(approvals: readonly NewApproval[]): Promise<void>;
+  getApproval(tenantId: string, idempotencyKey: string): Promise<ApprovalRecord | undefined>;
+  approvalsOfRun(tenantId: string, runId: string): Promise<ApprovalRecord[]>;
+  listApprovals(
+    tenantId: string,
+    filter: {
+      statuses?: readonly ApprovalRecord['status'][];
+      limit: number;
+      after?: { at: string; key: string };
+    },
+  ): Promise<ApprovalRecord[]>;
+  /** `pending` → `approved` | `rejected`, compare-and-set; undefined when it was not pending. */
+  decideApproval(
+    tenantId: string,
+    idempotencyKey: string,
+    decision: 'approved' | 'rejected',
+    actorId: string,
+    reason: string | null,
+  ): Promise<ApprovalRecord | undefined>;
+  /** `approved` → `consumed` for exactly this digest; false when there was nothing to consume. */
+  consumeApproval(tenantId: string, idempotencyKey: string, argsDigest: string): Promise<boolean>;
+}

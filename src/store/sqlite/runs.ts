@@ -1,0 +1,358 @@
+import type Database from 'better-sqlite3';
+import type { JsonValue } from '../../ledger/index.js';
+import {
+  FINAL_RUN_STATUSES,
+  type ApprovalRecord,
+  type RunEvent,
+  type RunRecord,
+  type RunStatus,
+} from '../../run-state/index.js';
+import type {
+  CreateRunRequest,
+  NewApproval,
+  RunFence,
+  RunListFilter,
+  RunStore,
+  SaveCheckpointRequest,
+} from '../run-store.js';
+import {
+  releasesLease,
+  toApproval,
+  toRun,
+  toRunEvent,
+  type ApprovalRow,
+  type RunEventRow,
+  type RunRow,
+} from '../run-rows.js';
+
+const json = (value: unknown): string | null =>
+  value === null || value === undefined ? null : JSON.stringify(value);
+const now = (): string => new Date().toISOString();
+const later = (ms: number): string => new Date(Date.now() + ms).toISOString();
+
+/** Runs `work` synchronously, as a promise that rejects instead of throwing. */
+function settle<T>(work: () => T): Promise<T> {
+  return new Promise<T>((resolve) => resolve(work()));
+}
+
+const CLAIMABLE = `status IN ('queued', 'running') AND (lease_expires_at IS NULL OR lease_expires_at < @now)`;
+const CLAIM_SET = `status = 'running', lease_owner = @owner, lease_epoch = lease_epoch + 1,
+  lease_expires_at = @expires, updated_at = @now`;
+
+/** Runs, events and approvals on one better-sqlite3 connection; each method is one transaction. */
+export class SqliteRuns implements RunStore {
+  constructor(private readonly db: Database.Database) {}
+
+  private event(tenantId: string, runId: string, type: string, data: unknown, at = now()): void {
+    this.db
+      .prepare('INSERT INTO run_events (tenant_id, run_id, at, type, data) VALUES (?, ?, ?, ?, ?)')
+      .run(tenantId, runId, at, type, JSON.stringify(data));
+  }
+
+  private row(tenantId: string, runId: string): RunRow | undefined {
+    return this.db
+      .prepare<[string, string], RunRow>('SELECT * FROM runs WHERE tenant_id = ? AND run_id = ?')
+      .get(tenantId, runId);
+  }
+
+  create(request: CreateRunRequest): Promise<{ created: boolean; run: RunRecord }> {
+    return settle(() =>
+      this.db.transaction(() => {
+        const at = now();
+        const inserted = this.db
+          .prepare<[Record<string, unknown>], RunRow>(
+            `INSERT INTO runs (tenant_id, run_id, agent, status, input, checkpoint, checkpoint_version, created_at, updated_at)
+             VALUES (@tenantId, @runId, @agent, 'queued', @input, @checkpoint, 1, @at, @at)
+             ON CONFLICT (tenant_id, run_id) DO NOTHING RETURNING *`,
+          )
+          .get({ ...request, input: json(request.input), checkpoint: json(request.checkpoint), at });
+        if (inserted !== undefined) {
+          this.event(
+            request.tenantId,
+            request.runId,
+            'run.created',
+            { agent: request.agent, status: 'queued' },
+            at,
+          );
+          return { created: true, run: toRun(inserted) };
+        }
+        const existing = this.row(request.tenantId, request.runId);
+        if (existing === undefined) throw new Error(`run ${request.runId} neither created nor found`);
+        return { created: false, run: toRun(existing) };
+      })(),
+    );
+  }
+
+  get(tenantId: string, runId: string): Promise<RunRecord | undefined> {
+    return settle(() => {
+      const row = this.row(tenantId, runId);
+      return row === undefined ? undefined : toRun(row);
+    });
+  }
+
+  list(tenantId: string, filter: RunListFilter): Promise<RunRecord[]> {
+    return settle(() => {
+      const where = ['tenant_id = @tenantId'];
+      const params: Record<string, unknown> = { tenantId, limit: filter.limit };
+      if (filter.statuses !== undefined) {
+        where.push(`status IN (${filter.statuses.map((_, i) => `@s${i}`).join(', ') || 'NULL'})`);
+        filter.statuses.forEach((s, i) => (params[`s${i}`] = s));
+      }
+      if (filter.agent !== undefined) {
+        where.push('agent = @agent');
+        params.agent = filter.agent;
+      }
+      if (filter.after !== undefined) {
+        where.push('(created_at, run_id) > (@afterAt, @afterId)');
+        params.afterAt = filter.after.at;
+        params.afterId = filter.after.runId;
+      }
+      return this.db
+        .prepare<[Record<string, unknown>], RunRow>(
+          `SELECT * FROM runs WHERE ${where.join(' AND ')} ORDER BY created_at, run_id LIMIT @limit`,
+        )
+        .all(params)
+        .map(toRun);
+    });
+  }
+
+  claimNext(owner: string, leaseMs: number): Promise<RunRecord | undefined> {
+    return settle(() =>
+      this.db
+        .transaction(() => {
+          const params = { owner, now: now(), expires: later(leaseMs) };
+          const row = this.db
+            .prepare<[Record<string, unknown>], RunRow>(
+              `UPDATE runs SET ${CLAIM_SET} WHERE rowid = (
+                 SELECT rowid FROM runs WHERE ${CLAIMABLE} ORDER BY updated_at LIMIT 1) RETURNING *`,
+            )
+            .get(params);
+          return row === undefined ? undefined : this.claimed(row, params.now);
+        })
+        .immediate(),
+    );
+  }
+
+  claim(tenantId: string, runId: string, owner: string, leaseMs: number): Promise<RunRecord | undefined> {
+    return settle(() =>
+      this.db
+        .transaction(() => {
+          const params = { owner, now: now(), expires: later(leaseMs), tenantId, runId };
+          const row = this.db
+            .prepare<[Record<string, unknown>], RunRow>(
+              `UPDATE runs SET ${CLAIM_SET} WHERE tenant_id = @tenantId AND run_id = @runId AND ${CLAIMABLE} RETURNING *`,
+            )
+            .get(params);
+          return row === undefined ? undefined : this.claimed(row, params.now);
+        })
+        .immediate(),
+    );
+  }
+
+  private claimed(row: RunRow, at: string): RunRecord {
+    const run = toRun(row);
+    this.event(run.tenantId, run.runId, 'run.claimed', { owner: run.leaseOwner, epoch: run.leaseEpoch }, at);
+    return run;
+  }
+
+  renewLease(fence: Omit<RunFence, 'checkpointVersion'>, owner: string, leaseMs: number): Promise<boolean> {
+    return settle(
+      () =>
+        this.db
+          .prepare(
+            `UPDATE runs SET lease_expires_at = ? WHERE tenant_id = ? AND run_id = ? AND lease_epoch = ?
+             AND lease_owner = ? AND status = 'running'`,
+          )
+          .run(later(leaseMs), fence.tenantId, fence.runId, fence.leaseEpoch, owner).changes === 1,
+    );
+  }
+
+  saveCheckpoint(request: SaveCheckpointRequest): Promise<number | undefined> {
+    return settle(() =>
+      this.db.transaction(() => {
+        const at = now();
+        const { fence } = request;
+        const row = this.db
+          .prepare<[Record<string, unknown>], { checkpoint_version: number }>(
+            `UPDATE runs SET checkpoint = @checkpoint, checkpoint_version = checkpoint_version + 1, status = @status,
+               result = COALESCE(@result, result), error = @error, status_reason = @reason, updated_at = @at,
+               lease_owner = CASE WHEN @release THEN NULL ELSE lease_owner END,
+               lease_expires_at = CASE WHEN @release THEN NULL ELSE lease_expires_at END
+             WHERE tenant_id = @tenantId AND run_id = @runId AND lease_epoch = @epoch
+               AND checkpoint_version = @version AND status = 'running'
+             RETURNING checkpoint_version`,
+          )
+          .get({
+            tenantId: fence.tenantId,
+            runId: fence.runId,
+            epoch: fence.leaseEpoch,
+            version: fence.checkpointVersion,
+            checkpoint: json(request.checkpoint),
+            status: request.status,
+            result: json(request.result ?? null),
+            error: json(request.error ?? null),
+            reason: request.reason ?? null,
+            release: releasesLease(request.status) ? 1 : 0,
+            at,
+          });
+        if (row === undefined) return undefined;
+        for (const e of request.events ?? []) this.event(fence.tenantId, fence.runId, e.type, e.data, at);
+        return row.checkpoint_version;
+      })(),
+    );
+  }
+
+  requeue(tenantId: string, runId: string, from: readonly RunStatus[], reason: string): Promise<boolean> {
+    return settle(() =>
+      this.db.transaction(() => {
+        const at = now();
+        const changes = this.db
+          .prepare(
+            `UPDATE runs SET status = 'queued', status_reason = ?, updated_at = ?, lease_owner = NULL, lease_expires_at = NULL
+             WHERE tenant_id = ? AND run_id = ? AND status IN (SELECT value FROM json_each(?))`,
+          )
+          .run(reason, at, tenantId, runId, JSON.stringify(from)).changes;
+        if (changes === 1) this.event(tenantId, runId, 'run.status', { status: 'queued', reason }, at);
+        return changes === 1;
+      })(),
+    );
+  }
+
+  cancel(tenantId: string, runId: string, reason: string): Promise<RunRecord | undefined> {
+    return settle(() =>
+      this.db.transaction(() => {
+        const at = now();
+        const row = this.db
+          .prepare<[string, string, string, string, string], RunRow>(
+            `UPDATE runs SET status = 'cancelled', status_reason = ?, updated_at = ?, lease_owner = NULL,
+               lease_expires_at = NULL, lease_epoch = lease_epoch + 1
+             WHERE tenant_id = ? AND run_id = ? AND status NOT IN (SELECT value FROM json_each(?)) RETURNING *`,
+          )
+          .get(reason, at, tenantId, runId, JSON.stringify(FINAL_RUN_STATUSES));
+        if (row === undefined) return undefined;
+        this.event(tenantId, runId, 'run.status', { status: 'cancelled', reason }, at);
+        return toRun(row);
+      })(),
+    );
+  }
+
+  listWaiting(status: RunStatus, limit: number): Promise<RunRecord[]> {
+    return settle(() =>
+      this.db
+        .prepare<[string, number], RunRow>('SELECT * FROM runs WHERE status = ? ORDER BY updated_at LIMIT ?')
+        .all(status, limit)
+        .map(toRun),
+    );
+  }
+
+  appendEvent(tenantId: string, runId: string, type: string, data: JsonValue): Promise<void> {
+    return settle(() => this.event(tenantId, runId, type, data));
+  }
+
+  events(tenantId: string, runId: string, afterId: number, limit: number): Promise<RunEvent[]> {
+    return settle(() =>
+      this.db
+        .prepare<[string, string, number, number], RunEventRow>(
+          'SELECT * FROM run_events WHERE tenant_id = ? AND run_id = ? AND id > ? ORDER BY id LIMIT ?',
+        )
+        .all(tenantId, runId, afterId, limit)
+        .map(toRunEvent),
+    );
+  }
+
+  createApprovals(approvals: readonly NewApproval[]): Promise<void> {
+    return settle(() =>
+      this.db.transaction(() => {
+        const insert = this.db.prepare(
+          `INSERT INTO approvals (tenant_id, idempotency_key, run_id, tool_name, args, args_digest, status, created_at)
+           VALUES (@tenantId, @idempotencyKey, @runId, @toolName, @args, @argsDigest, 'pending', @at)
+           ON CONFLICT (tenant_id, idempotency_key) DO NOTHING`,
+        );
+        const at = now();
+        for (const a of approvals) insert.run({ ...a, args: JSON.stringify(a.args), at });
+      })(),
+    );
+  }
+
+  getApproval(tenantId: string, idempotencyKey: string): Promise<ApprovalRecord | undefined> {
+    return settle(() => {
+      const row = this.db
+        .prepare<[string, string], ApprovalRow>(
+          'SELECT * FROM approvals WHERE tenant_id = ? AND idempotency_key = ?',
+        )
+        .get(tenantId, idempotencyKey);
+      return row === undefined ? undefined : toApproval(row);
+    });
+  }
+
+  approvalsOfRun(tenantId: string, runId: string): Promise<ApprovalRecord[]> {
+    return settle(() =>
+      this.db
+        .prepare<[string, string], ApprovalRow>(
+          'SELECT * FROM approvals WHERE tenant_id = ? AND run_id = ? ORDER BY created_at, idempotency_key',
+        )
+        .all(tenantId, runId)
+        .map(toApproval),
+    );
+  }
+
+  listApprovals(
+    tenantId: string,
+    filter: {
+      statuses?: readonly ApprovalRecord['status'][];
+      limit: number;
+      after?: { at: string; key: string };
+    },
+  ): Promise<ApprovalRecord[]> {
+    return settle(() => {
+      const where = ['tenant_id = @tenantId'];
+      const params: Record<string, unknown> = { tenantId, limit: filter.limit };
+      if (filter.statuses !== undefined) {
+        where.push('status IN (SELECT value FROM json_each(@statuses))');
+        params.statuses = JSON.stringify(filter.statuses);
+      }
+      if (filter.after !== undefined) {
+        where.push('(created_at, idempotency_key) > (@afterAt, @afterKey)');
+        params.afterAt = filter.after.at;
+        params.afterKey = filter.after.key;
+      }
+      return this.db
+        .prepare<[Record<string, unknown>], ApprovalRow>(
+          `SELECT * FROM approvals WHERE ${where.join(' AND ')}
+           ORDER BY (status = 'pending') DESC, created_at, idempotency_key LIMIT @limit`,
+        )
+        .all(params)
+        .map(toApproval);
+    });
+  }
+
+  decideApproval(
+    tenantId: string,
+    idempotencyKey: string,
+    decision: 'approved' | 'rejected',
+    actorId: string,
+    reason: string | null,
+  ): Promise<ApprovalRecord | undefined> {
+    return settle(() => {
+      const row = this.db
+        .prepare<[string, string, string | null, string, string, string], ApprovalRow>(
+          `UPDATE approvals SET status = ?, decided_by = ?, reason = ?, decided_at = ?
+           WHERE tenant_id = ? AND idempotency_key = ? AND status = 'pending' RETURNING *`,
+        )
+        .get(decision, actorId, reason, now(), tenantId, idempotencyKey);
+      return row === undefined ? undefined : toApproval(row);
+    });
+  }
+
+  consumeApproval(tenantId: string, idempotencyKey: string, argsDigest: string): Promise<boolean> {
+    return settle(
+      () =>
+        this.db
+          .prepare(
+            `UPDATE approvals SET status = 'consumed', consumed_at = ?
+             WHERE tenant_id = ? AND idempotency_key = ? AND status = 'approved' AND args_digest = ?`,
+          )
+          .run(now(), tenantId, idempotencyKey, argsDigest).changes === 1,
+    );
+  }
+}
