@@ -6,7 +6,7 @@ import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import type { Ledger} from '../../src/calls/index.js';
+import type { Ledger } from '../../src/calls/index.js';
 import { executeToolCall, openLedger } from '../../src/calls/index.js';
 import { ToolNotAttemptedError } from '../../src/errors/index.js';
 import { defineTool, external } from '../../src/tools/index.js';

@@ -28,7 +28,11 @@ export class PostgresStore implements Store {
   }
 
   static async open(url: string, options: PostgresStoreOptions = {}): Promise<PostgresStore> {
-    const pool = new pg.Pool({ connectionString: url, max: options.maxConnections ?? 10 });
+    const pool = new pg.Pool({
+      connectionString: url,
+      max: options.maxConnections ?? 10,
+      types: { getTypeParser },
+    });
     // An idle client's error (the server went away) must not crash the process; the next query reports it.
     pool.on('error', () => undefined);
     try {
@@ -122,6 +126,19 @@ async function appliedVersion(db: Queryable): Promise<number> {
     if ((error as { code?: string }).code === UNDEFINED_TABLE) return 0;
     throw error;
   }
+}
+
+const JSON_OIDS = new Set([114, 3802]);
+
+/**
+ * JSON columns come back as text, as they do from SQLite, so one decoder serves both stores (pg would
+ * otherwise hand back a JSON string value as a bare JavaScript string, indistinguishable from text).
+ */
+function getTypeParser(oid: number, format?: 'text' | 'binary'): (value: string) => unknown {
+  if (JSON_OIDS.has(oid)) return (value: string) => value;
+  return format === 'binary'
+    ? (pg.types.getTypeParser(oid, 'binary') as (value: string) => unknown)
+    : (pg.types.getTypeParser(oid, 'text') as (value: string) => unknown);
 }
 
 /** The URL with its password masked, for messages. */

@@ -34,15 +34,27 @@ const CLAIM_SET = `status = 'running', lease_owner = $1, lease_epoch = lease_epo
   lease_expires_at = oncely_now() + make_interval(secs => $2::double precision / 1000), updated_at = oncely_now()`;
 
 /** The oldest claimable run, skipping rows another claimer has locked: one winner per run. */
-const CLAIM_NEXT = `
-UPDATE runs SET ${CLAIM_SET}
-WHERE (tenant_id, run_id) = (
-  SELECT tenant_id, run_id FROM runs WHERE ${CLAIMABLE}
-  ORDER BY updated_at LIMIT 1 FOR UPDATE SKIP LOCKED
-) AND ${CLAIMABLE}
-RETURNING *`;
+const CLAIMED_EVENT = `
+, ev AS (
+  INSERT INTO run_events (tenant_id, run_id, type, data)
+  SELECT tenant_id, run_id, 'run.claimed', jsonb_build_object('owner', lease_owner, 'epoch', lease_epoch) FROM u
+)
+SELECT * FROM u`;
 
-const CLAIM = `UPDATE runs SET ${CLAIM_SET} WHERE tenant_id = $3 AND run_id = $4 AND ${CLAIMABLE} RETURNING *`;
+const CLAIM_NEXT = `
+WITH u AS (
+  UPDATE runs SET ${CLAIM_SET}
+  WHERE (tenant_id, run_id) = (
+    SELECT tenant_id, run_id FROM runs WHERE ${CLAIMABLE}
+    ORDER BY updated_at LIMIT 1 FOR UPDATE SKIP LOCKED
+  ) AND ${CLAIMABLE}
+  RETURNING *
+)${CLAIMED_EVENT}`;
+
+const CLAIM = `
+WITH u AS (
+  UPDATE runs SET ${CLAIM_SET} WHERE tenant_id = $3 AND run_id = $4 AND ${CLAIMABLE} RETURNING *
+)${CLAIMED_EVENT}`;
 
 const RENEW = `
 UPDATE runs SET lease_expires_at = oncely_now() + make_interval(secs => $5::double precision / 1000)
