@@ -187,25 +187,28 @@ export class SqliteLedger implements LedgerStore {
     return row === undefined ? { applied: false, record } : { applied: true, record };
   }
 
+  /** Reads, then writes: takes the write lock first, so a concurrent writer cannot make it fail as busy. */
   note(request: NoteRequest): Promise<void> {
     const now = new Date().toISOString();
     return settle(() =>
-      this.db.transaction(() => {
-        const row = this.statements.get.get(request.tenantId, request.idempotencyKey);
-        if (row === undefined) return;
-        this.insertEvent(now, {
-          tenantId: request.tenantId,
-          idempotencyKey: request.idempotencyKey,
-          kind: 'note',
-          actor: request.actor,
-          via: null,
-          from: row.status as ToolExecutionRecord['status'],
-          to: null,
-          attempt: Number(row.attempt),
-          reason: request.reason,
-          detail: request.detail ?? null,
-        });
-      })(),
+      this.db
+        .transaction(() => {
+          const row = this.statements.get.get(request.tenantId, request.idempotencyKey);
+          if (row === undefined) return;
+          this.insertEvent(now, {
+            tenantId: request.tenantId,
+            idempotencyKey: request.idempotencyKey,
+            kind: 'note',
+            actor: request.actor,
+            via: null,
+            from: row.status as ToolExecutionRecord['status'],
+            to: null,
+            attempt: Number(row.attempt),
+            reason: request.reason,
+            detail: request.detail ?? null,
+          });
+        })
+        .immediate(),
     );
   }
 
