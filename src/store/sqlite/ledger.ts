@@ -26,6 +26,7 @@ import type {
   TransitionRequest,
   TransitionResult,
 } from '../store.js';
+import { settle } from './settle.js';
 
 const [REOPENABLE] = RESERVABLE_STATUSES;
 
@@ -76,11 +77,6 @@ interface EventValues {
   attempt: number;
   reason: string | null;
   detail: unknown;
-}
-
-/** Runs synchronous statements as a promise: a refusal or a database error rejects, never throws. */
-function settle<T>(work: () => T): Promise<T> {
-  return new Promise<T>((resolve) => resolve(work()));
 }
 
 const text = (value: unknown): string | null =>

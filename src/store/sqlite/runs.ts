@@ -24,16 +24,12 @@ import {
   type RunEventRow,
   type RunRow,
 } from '../run-rows.js';
+import { settle } from './settle.js';
 
 const json = (value: unknown): string | null =>
   value === null || value === undefined ? null : JSON.stringify(value);
 const now = (): string => new Date().toISOString();
 const later = (ms: number): string => new Date(Date.now() + ms).toISOString();
-
-/** Runs `work` synchronously, as a promise that rejects instead of throwing. */
-function settle<T>(work: () => T): Promise<T> {
-  return new Promise<T>((resolve) => resolve(work()));
-}
 
 const CLAIMABLE = `status IN ('queued', 'running') AND (lease_expires_at IS NULL OR lease_expires_at < @now)`;
 const CLAIM_SET = `status = 'running', lease_owner = @owner, lease_epoch = lease_epoch + 1,
