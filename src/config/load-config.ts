@@ -1,0 +1,176 @@
+import { readFile } from 'node:fs/promises';
+import { dirname, resolve } from 'node:path';
+import type { LanguageModelV3 } from '@ai-sdk/provider';
+import { defineAgent, type Agent } from '../agents/index.js';
+import { isOncelyError, OncelyError } from '../errors/index.js';
+import { createModel } from '../models/index.js';
+import type { Tool } from '../tools/index.js';
+import { configDocumentSchema, type ConfigDocument } from './config-schema.js';
+import { ConfigSource, type ConfigProblem } from './config-source.js';
+import { loadToolsModule } from './load-tools.js';
+import { problemsOf } from './schema-issues.js';
+
+type Env = Readonly<Record<string, string | undefined>>;
+
+/** `oncely.yaml`, resolved: agents built with their models and tools. */
+export interface OncelyConfig {
+  /** The configuration file, absolute. */
+  readonly path: string;
+  /** `ONCELY_DATABASE_URL` if set, else `storage.database_url`; unset means the embedded default. */
+  readonly databaseUrl?: string;
+  readonly agents: Map<string, Agent>;
+  /** Every tool the tools module exports, by name. */
+  readonly tools: Map<string, Tool>;
+}
+
+export interface LoadConfigOptions {
+  /** Where `ONCELY_DATABASE_URL` and model keys are read; default `process.env`. */
+  readonly env?: Env;
+}
+
+/**
+ * Loads and checks `oncely.yaml`. Every problem is a `CONFIG_INVALID` naming the file, the path in
+ * the document, its line and column, and what was expected; a model whose key is not set is a
+ * `MODEL_CONFIG_INVALID` naming the variable to set.
+ *
+ * @example
+ * const config = await loadConfig('oncely.yaml');
+ * const agent = config.agents.get('billing-assistant');
+ */
+export async function loadConfig(path: string, options: LoadConfigOptions = {}): Promise<OncelyConfig> {
+  const env = options.env ?? process.env;
+  const file = resolve(path);
+  const source = ConfigSource.parse(path, await readText(path, file));
+  const value: unknown = source.doc.toJS() ?? {};
+  const parsed = configDocumentSchema.safeParse(value);
+  if (!parsed.success) throw source.error(problemsOf(parsed.error, configDocumentSchema, value));
+  const doc = parsed.data;
+  const tools = await loadTools(source, doc, dirname(file));
+  const problems = referenceProblems(doc, tools);
+  if (problems.length > 0) throw source.error(problems);
+  const models = await createModels(source, doc, env, dirname(file));
+  const agents = buildAgents(source, doc, models, tools);
+  const databaseUrl = nonEmpty(env.ONCELY_DATABASE_URL) ?? doc.storage?.database_url;
+  return { path: file, ...(databaseUrl === undefined ? {} : { databaseUrl }), agents, tools };
+}
+
+async function readText(shown: string, file: string): Promise<string> {
+  try {
+    return await readFile(file, 'utf8');
+  } catch (cause) {
+    const reason = (cause as { code?: unknown }).code === 'ENOENT' ? 'it does not exist' : String(cause);
+    throw new OncelyError(
+      'CONFIG_INVALID',
+      `cannot read the configuration file ${shown} (${file}): ${reason}`,
+      {
+        cause,
+      },
+    );
+  }
+}
+
+async function loadTools(
+  source: ConfigSource,
+  doc: ConfigDocument,
+  baseDir: string,
+): Promise<Map<string, Tool>> {
+  if (doc.tools === undefined) return new Map();
+  const result = await loadToolsModule(resolve(baseDir, doc.tools));
+  if (result.ok) return result.tools;
+  const error = source.error([{ path: ['tools'], message: result.reason }]);
+  throw new OncelyError(error.code, error.message, { cause: result.cause, details: { ...error.details } });
+}
+
+/** Agents naming models or tools that do not exist, and agent names used twice. */
+function referenceProblems(doc: ConfigDocument, tools: Map<string, Tool>): ConfigProblem[] {
+  const problems: ConfigProblem[] = [];
+  const modelNames = Object.keys(doc.models ?? {});
+  const firstIndex = new Map<string, number>();
+  (doc.agents ?? []).forEach((agent, i) => {
+    const first = firstIndex.get(agent.name);
+    if (first !== undefined) {
+      problems.push({
+        path: ['agents', i, 'name'],
+        message: `agent "${agent.name}" is already defined at agents[${first}]; agent names must be unique`,
+      });
+    } else {
+      firstIndex.set(agent.name, i);
+    }
+    if (!modelNames.includes(agent.model)) {
+      const known =
+        modelNames.length > 0
+          ? `the models are: ${modelNames.join(', ')}`
+          : 'no models are defined; add one under models:';
+      problems.push({
+        path: ['agents', i, 'model'],
+        message: `there is no model "${agent.model}"; ${known}`,
+      });
+    }
+    (agent.tools ?? []).forEach((name, j) => {
+      if (tools.has(name)) return;
+      const known =
+        doc.tools === undefined
+          ? 'no tools module is configured; add `tools: ./tools.js`'
+          : `the tools module ${doc.tools} exports: ${[...tools.keys()].join(', ')}`;
+      problems.push({ path: ['agents', i, 'tools', j], message: `there is no tool "${name}"; ${known}` });
+    });
+  });
+  return problems;
+}
+
+async function createModels(
+  source: ConfigSource,
+  doc: ConfigDocument,
+  env: Env,
+  baseDir: string,
+): Promise<Map<string, LanguageModelV3>> {
+  const models = new Map<string, LanguageModelV3>();
+  for (const [key, config] of Object.entries(doc.models ?? {})) {
+    try {
+      models.set(key, await createModel(config, env, { baseDir }));
+    } catch (cause) {
+      if (!isOncelyError(cause, 'MODEL_CONFIG_INVALID')) throw cause;
+      const error = source.error([{ path: ['models', key], message: cause.message }], 'MODEL_CONFIG_INVALID');
+      throw new OncelyError(error.code, error.message, {
+        cause,
+        details: { ...error.details, ...cause.details },
+      });
+    }
+  }
+  return models;
+}
+
+function buildAgents(
+  source: ConfigSource,
+  doc: ConfigDocument,
+  models: Map<string, LanguageModelV3>,
+  tools: Map<string, Tool>,
+): Map<string, Agent> {
+  const agents = new Map<string, Agent>();
+  const problems: ConfigProblem[] = [];
+  (doc.agents ?? []).forEach((agent, i) => {
+    try {
+      const onIndeterminate = agent.tool_policy?.on_indeterminate;
+      agents.set(
+        agent.name,
+        defineAgent({
+          name: agent.name,
+          instructions: agent.instructions,
+          model: models.get(agent.model) as LanguageModelV3, // checked by referenceProblems
+          tools: (agent.tools ?? []).map((name) => tools.get(name) as Tool),
+          ...(onIndeterminate === undefined ? {} : { toolPolicy: { onIndeterminate } }),
+          ...(agent.max_steps === undefined ? {} : { maxSteps: agent.max_steps }),
+        }),
+      );
+    } catch (cause) {
+      if (!isOncelyError(cause, 'AGENT_DEFINITION_INVALID')) throw cause;
+      problems.push({ path: ['agents', i], message: cause.message });
+    }
+  });
+  if (problems.length > 0) throw source.error(problems);
+  return agents;
+}
+
+function nonEmpty(value: string | undefined): string | undefined {
+  return value === undefined || value.trim() === '' ? undefined : value;
+}

@@ -1,0 +1,160 @@
+import type { LanguageModelV3 } from '@ai-sdk/provider';
+import {
+  APICallError,
+  InvalidToolInputError,
+  NoSuchToolError,
+  RetryError,
+  generateText,
+  jsonSchema,
+  stepCountIs,
+  tool,
+  type JSONSchema7,
+  type LanguageModelUsage,
+  type ModelMessage,
+  type ToolSet,
+  type TypedToolCall,
+} from 'ai';
+import { OncelyError, isOncelyError } from '../errors/index.js';
+import type { Tool } from '../tools/index.js';
+
+/** One tool call of a model's response, as the model made it. Its id is the provider's, not trusted. */
+export interface ModelToolCall {
+  /** The provider's id; providers repeat and omit them, so the runtime mints its own. */
+  readonly modelToolCallId: string | undefined;
+  readonly toolName: string;
+  /** The parsed JSON input, or the raw text when it is not JSON (then `problem` says so). */
+  readonly input: unknown;
+  /** Set when the call cannot run: an unknown tool, or input that is not JSON. */
+  readonly problem?: string;
+}
+
+export interface ModelUsage {
+  readonly inputTokens?: number;
+  readonly outputTokens?: number;
+  readonly totalTokens?: number;
+}
+
+/** A model's response to one call: text, the tool calls it asks for, and why it stopped. */
+export interface ModelTurn {
+  readonly text: string;
+  readonly toolCalls: readonly ModelToolCall[];
+  /** `stop`, `tool-calls`, `length`, `content-filter`, `error` or `other`. */
+  readonly finishReason: string;
+  readonly usage?: ModelUsage;
+}
+
+export interface CallModelOptions {
+  readonly model: LanguageModelV3;
+  readonly system?: string;
+  /** The conversation so far, in the AI SDK's JSON form (as stored in the run's checkpoint). */
+  readonly messages: ModelMessage[];
+  /** The tools the model may ask for; they are described to it, never executed here. */
+  readonly tools: readonly Tool[];
+  readonly signal?: AbortSignal;
+  /** Retries of transient errors (429, 5xx, lost connections), with backoff; default 2. */
+  readonly maxRetries?: number;
+}
+
+export const DEFAULT_MODEL_RETRIES = 2;
+
+/**
+ * Asks the model for its next response, exactly one step. A model call is a read, so the SDK retries
+ * transient errors; it never runs a tool. Calls to unknown tools and calls whose input is not JSON
+ * are returned with a `problem`, not thrown, so the run can answer the model with an error result.
+ * Failures after retries throw `MODEL_CALL_FAILED`; an aborted call throws the signal's reason.
+ *
+ * @example
+ * const turn = await callModel({ model, system: agent.instructions, messages, tools: agent.tools, signal });
+ * for (const call of turn.toolCalls) console.log(call.toolName, call.input);
+ */
+export async function callModel(options: CallModelOptions): Promise<ModelTurn> {
+  const tools = toolSet(options.tools);
+  try {
+    const result = await generateText({
+      model: options.model,
+      ...(options.system !== undefined && options.system !== '' ? { system: options.system } : {}),
+      messages: options.messages,
+      tools,
+      stopWhen: stepCountIs(1),
+      maxRetries: options.maxRetries ?? DEFAULT_MODEL_RETRIES,
+      ...(options.signal === undefined ? {} : { abortSignal: options.signal }),
+      // No experimental_repairToolCall: a broken call is reported as the model made it.
+    });
+    const usage = usageOf(result.usage);
+    return {
+      text: result.text,
+      toolCalls: result.toolCalls.map((call) => modelToolCall(call, tools)),
+      finishReason: result.finishReason,
+      ...(usage === undefined ? {} : { usage }),
+    };
+  } catch (error) {
+    if (options.signal?.aborted === true) throw options.signal.reason;
+    if (isOncelyError(error)) throw error;
+    throw callFailed(options.model, error);
+  }
+}
+
+/** The tools as the SDK sees them: description and JSON Schema, and no `execute`. */
+function toolSet(tools: readonly Tool[]): ToolSet {
+  const set: ToolSet = {};
+  for (const t of tools) {
+    const schema = { ...t.jsonSchema };
+    delete schema.$schema; // the dialect marker; some providers refuse it
+    // Arguments are validated by the runtime against the tool's zod schema, so the SDK only parses JSON.
+    set[t.name] = tool({
+      description: t.description,
+      inputSchema: jsonSchema<unknown>(schema as JSONSchema7),
+    });
+  }
+  return set;
+}
+
+function modelToolCall(call: TypedToolCall<ToolSet>, tools: ToolSet): ModelToolCall {
+  const base = {
+    modelToolCallId: call.toolCallId === '' ? undefined : call.toolCallId,
+    toolName: call.toolName,
+    input: call.input as unknown,
+  };
+  if (call.invalid !== true) return base;
+  return { ...base, problem: problemOf(call.error, call.toolName, tools) };
+}
+
+function problemOf(error: unknown, toolName: string, tools: ToolSet): string {
+  if (NoSuchToolError.isInstance(error)) {
+    const names = Object.keys(tools);
+    return `there is no tool named "${toolName}"; the tools are: ${names.length > 0 ? names.join(', ') : '(none)'}`;
+  }
+  if (InvalidToolInputError.isInstance(error)) return `the input for tool "${toolName}" is not valid JSON`;
+  return error instanceof Error ? error.message : String(error);
+}
+
+function usageOf(usage: LanguageModelUsage): ModelUsage | undefined {
+  const picked: { inputTokens?: number; outputTokens?: number; totalTokens?: number } = {};
+  if (usage.inputTokens !== undefined) picked.inputTokens = usage.inputTokens;
+  if (usage.outputTokens !== undefined) picked.outputTokens = usage.outputTokens;
+  if (usage.totalTokens !== undefined) picked.totalTokens = usage.totalTokens;
+  return Object.keys(picked).length > 0 ? picked : undefined;
+}
+
+function callFailed(model: LanguageModelV3, error: unknown): OncelyError {
+  const name = `${model.provider}/${model.modelId}`;
+  if (RetryError.isInstance(error)) {
+    return new OncelyError(
+      'MODEL_CALL_FAILED',
+      `the call to model ${name} failed ${error.errors.length} times: ${messageOf(error.lastError)}; ` +
+        'the provider may be down or rate limiting; the run can try the step again later',
+      { cause: error, details: { model: name, attempts: error.errors.length } },
+    );
+  }
+  const status =
+    APICallError.isInstance(error) && error.statusCode !== undefined ? ` (HTTP ${error.statusCode})` : '';
+  return new OncelyError(
+    'MODEL_CALL_FAILED',
+    `the call to model ${name} failed${status}: ${messageOf(error)}; check the model name, its key and its base URL`,
+    { cause: error, details: { model: name, attempts: 1 } },
+  );
+}
+
+function messageOf(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}

@@ -1,0 +1,23 @@
+export {
+  scriptedModel,
+  type Script,
+  type ScriptStep,
+  type ScriptToolCall,
+  type ScriptedModel,
+  type ScriptedModelOptions,
+} from './scripted-model.js';
+export {
+  callModel,
+  DEFAULT_MODEL_RETRIES,
+  type CallModelOptions,
+  type ModelTurn,
+  type ModelToolCall,
+  type ModelUsage,
+} from './call-model.js';
+export { createModel, type CreateModelOptions } from './providers.js';
+export {
+  modelConfigSchema,
+  scriptStepsSchema,
+  type ModelConfig,
+  type ModelProvider,
+} from './model-config.js';

@@ -1,0 +1,58 @@
+import { z } from 'zod';
+
+/** A scripted step as written in configuration or a script file (the `ScriptStep` shape). */
+export const scriptStepSchema = z.strictObject({
+  text: z.string().optional(),
+  toolCalls: z
+    .array(
+      z.strictObject({
+        toolName: z.string().min(1),
+        input: z.unknown().optional(),
+        rawInput: z.string().optional(),
+        id: z.string().min(1).optional(),
+      }),
+    )
+    .optional(),
+});
+
+export const scriptStepsSchema = z.array(scriptStepSchema);
+
+const envName = z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'must be an environment variable name');
+const url = z.url();
+
+/** How a model is configured, by provider (snake_case, as written in `oncely.yaml`). */
+export const modelConfigSchema = z.discriminatedUnion('provider', [
+  z.strictObject({
+    provider: z.literal('openai'),
+    model: z.string().min(1),
+    api_key_env: envName.optional(),
+    base_url: url.optional(),
+  }),
+  z.strictObject({
+    provider: z.literal('anthropic'),
+    model: z.string().min(1),
+    api_key_env: envName.optional(),
+    base_url: url.optional(),
+  }),
+  z.strictObject({
+    provider: z.literal('openai-compatible'),
+    /** The provider's name in logs and provider options, e.g. `ollama`. */
+    name: z.string().min(1),
+    base_url: url,
+    model: z.string().min(1),
+    api_key_env: envName.optional(),
+  }),
+  z
+    .strictObject({
+      provider: z.literal('scripted'),
+      steps: scriptStepsSchema.optional(),
+      /** A JSON file holding the steps, relative to the configuration file. */
+      script: z.string().min(1).optional(),
+    })
+    .refine((c) => (c.steps === undefined) !== (c.script === undefined), {
+      message: 'give either steps (a list of steps) or script (a JSON file of steps), not both or neither',
+    }),
+]);
+
+export type ModelConfig = z.infer<typeof modelConfigSchema>;
+export type ModelProvider = ModelConfig['provider'];

@@ -1,0 +1,127 @@
+import { readFile } from 'node:fs/promises';
+import { resolve } from 'node:path';
+import type { LanguageModelV3 } from '@ai-sdk/provider';
+import type { z } from 'zod';
+import { OncelyError } from '../errors/index.js';
+import { modelConfigSchema, scriptStepsSchema, type ModelConfig } from './model-config.js';
+import { scriptedModel } from './scripted-model.js';
+
+type Env = Readonly<Record<string, string | undefined>>;
+
+export interface CreateModelOptions {
+  /** Where a scripted model's `script` file is looked up: the configuration file's folder; default cwd. */
+  readonly baseDir?: string;
+}
+
+/**
+ * Builds a language model from its configuration. Nothing is sent anywhere: a missing key is found
+ * here, from the environment, and a missing provider package is named.
+ *
+ * @example
+ * const model = await createModel({ provider: 'openai-compatible', name: 'ollama',
+ *   base_url: 'http://localhost:11434/v1', model: 'llama3.1' });
+ */
+export async function createModel(
+  config: ModelConfig,
+  env: Env = process.env,
+  options: CreateModelOptions = {},
+): Promise<LanguageModelV3> {
+  const parsed = modelConfigSchema.safeParse(config);
+  if (!parsed.success) throw invalid(`model configuration is not valid: ${issuesText(parsed.error)}`);
+  const c = parsed.data;
+  switch (c.provider) {
+    case 'openai': {
+      const apiKey = requiredKey(env, c.api_key_env ?? 'OPENAI_API_KEY', `the openai model "${c.model}"`);
+      const { createOpenAI } = await importProvider('openai', () => import('@ai-sdk/openai'));
+      return createOpenAI({ apiKey, ...(c.base_url === undefined ? {} : { baseURL: c.base_url }) })(c.model);
+    }
+    case 'anthropic': {
+      const apiKey = requiredKey(
+        env,
+        c.api_key_env ?? 'ANTHROPIC_API_KEY',
+        `the anthropic model "${c.model}"`,
+      );
+      const { createAnthropic } = await importProvider('anthropic', () => import('@ai-sdk/anthropic'));
+      return createAnthropic({ apiKey, ...(c.base_url === undefined ? {} : { baseURL: c.base_url }) })(
+        c.model,
+      );
+    }
+    case 'openai-compatible': {
+      const apiKey =
+        c.api_key_env === undefined
+          ? undefined
+          : requiredKey(env, c.api_key_env, `the ${c.name} model "${c.model}"`);
+      const { createOpenAICompatible } = await importProvider(
+        'openai-compatible',
+        () => import('@ai-sdk/openai-compatible'),
+      );
+      return createOpenAICompatible({
+        name: c.name,
+        baseURL: c.base_url,
+        ...(apiKey === undefined ? {} : { apiKey }),
+      })(c.model);
+    }
+    case 'scripted': {
+      const steps = c.steps ?? (await readScript(resolve(options.baseDir ?? process.cwd(), c.script ?? '')));
+      return scriptedModel(steps);
+    }
+  }
+}
+
+function requiredKey(env: Env, name: string, what: string): string {
+  const value = env[name];
+  if (value !== undefined && value.trim() !== '') return value;
+  throw invalid(
+    `${what} needs an API key: set the environment variable ${name}` +
+      ' (or name another variable with api_key_env)',
+    { env: name },
+  );
+}
+
+async function importProvider<T>(provider: string, load: () => Promise<T>): Promise<T> {
+  try {
+    return await load();
+  } catch (cause) {
+    throw invalid(
+      `the ${provider} provider needs the package @ai-sdk/${provider}, which could not be loaded ` +
+        `(${String(cause)}); install it with \`npm install @ai-sdk/${provider}\``,
+      { package: `@ai-sdk/${provider}` },
+      cause,
+    );
+  }
+}
+
+async function readScript(file: string) {
+  let text: string;
+  try {
+    text = await readFile(file, 'utf8');
+  } catch (cause) {
+    throw invalid(`cannot read the script file ${file}: ${String(cause)}`, { file }, cause);
+  }
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch (cause) {
+    throw invalid(`the script file ${file} is not JSON: ${String(cause)}`, { file }, cause);
+  }
+  const parsed = scriptStepsSchema.safeParse(json);
+  if (!parsed.success) {
+    throw invalid(`the script file ${file} is not a list of steps: ${issuesText(parsed.error)}`, { file });
+  }
+  return parsed.data;
+}
+
+function issuesText(error: z.ZodError): string {
+  return error.issues.map((i) => `${pathText(i.path) || '(top)'}: ${i.message}`).join('; ');
+}
+
+function pathText(path: readonly PropertyKey[]): string {
+  return path.map((p, n) => (typeof p === 'number' ? `[${p}]` : `${n > 0 ? '.' : ''}${String(p)}`)).join('');
+}
+
+function invalid(message: string, details?: Record<string, unknown>, cause?: unknown): OncelyError {
+  return new OncelyError('MODEL_CONFIG_INVALID', message, {
+    ...(details === undefined ? {} : { details }),
+    ...(cause === undefined ? {} : { cause }),
+  });
+}
