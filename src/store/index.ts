@@ -24,4 +24,5 @@ export type {
   SaveCheckpointRequest,
   RunListFilter,
   NewApproval,
+  ApprovalListFilter,
 } from './run-store.js';

@@ -171,3 +171,8 @@ export const UNKNOWN_PREDICATE = `status IN (${UNKNOWN_STATUSES.map((s) => `'${s
 export function isUnknownSet(statuses: readonly LedgerStatus[]): boolean {
   return statuses.length === UNKNOWN_STATUSES.length && UNKNOWN_STATUSES.every((s) => statuses.includes(s));
 }
+
+/** A value as the JSON text a column stores; null (SQL NULL) for null or undefined. */
+export function encodeJson(value: unknown): string | null {
+  return value === null || value === undefined ? null : JSON.stringify(value);
+}

@@ -42,6 +42,13 @@ export interface RunListFilter {
   readonly after?: { readonly at: string; readonly runId: string };
 }
 
+export interface ApprovalListFilter {
+  readonly statuses?: readonly ApprovalRecord['status'][];
+  readonly limit: number;
+  /** Approvals strictly after this position in (createdAt, key) order. */
+  readonly after?: { readonly at: string; readonly key: string };
+}
+
 export interface NewApproval {
   readonly tenantId: string;
   readonly idempotencyKey: string;
@@ -83,14 +90,7 @@ export interface RunStore {
   createApprovals(approvals: readonly NewApproval[]): Promise<void>;
   getApproval(tenantId: string, idempotencyKey: string): Promise<ApprovalRecord | undefined>;
   approvalsOfRun(tenantId: string, runId: string): Promise<ApprovalRecord[]>;
-  listApprovals(
-    tenantId: string,
-    filter: {
-      statuses?: readonly ApprovalRecord['status'][];
-      limit: number;
-      after?: { at: string; key: string };
-    },
-  ): Promise<ApprovalRecord[]>;
+  listApprovals(tenantId: string, filter: ApprovalListFilter): Promise<ApprovalRecord[]>;
   /** `pending` → `approved` | `rejected`, compare-and-set; undefined when it was not pending. */
   decideApproval(
     tenantId: string,

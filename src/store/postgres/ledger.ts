@@ -8,6 +8,7 @@ import {
 } from '../../ledger/index.js';
 import {
   UNKNOWN_PREDICATE,
+  encodeJson,
   assertTransitionRequest,
   ignoredDetail,
   isUnknownSet,
@@ -96,9 +97,6 @@ const GET = `SELECT * FROM tool_executions WHERE tenant_id = $1 AND idempotency_
 const GET_MANY = `SELECT * FROM tool_executions WHERE tenant_id = $1 AND idempotency_key = ANY($2::text[])`;
 const HISTORY = `SELECT * FROM tool_execution_events WHERE tenant_id = $1 AND idempotency_key = $2 ORDER BY id`;
 
-const json = (value: unknown): string | null =>
-  value === null || value === undefined ? null : JSON.stringify(value);
-
 /** The ledger on PostgreSQL. Correctness rests on single statements and the primary key alone. */
 export class PostgresLedger implements LedgerStore {
   constructor(private readonly db: Queryable) {}
@@ -145,10 +143,10 @@ export class PostgresLedger implements LedgerStore {
       request.idempotencyKey,
       request.to,
       columns.setResult,
-      json(columns.result),
+      encodeJson(columns.result),
       columns.resultReference,
       columns.setError,
-      json(columns.error),
+      encodeJson(columns.error),
       settles(request.to),
       request.actor.kind,
       request.actor.id,
@@ -156,7 +154,7 @@ export class PostgresLedger implements LedgerStore {
       request.expect.version,
       request.via,
       request.reason,
-      json(request.detail ?? null),
+      encodeJson(request.detail ?? null),
     ]);
     const row = updated.rows[0];
     if (row !== undefined) return { applied: true, record: toRecord(row) };
@@ -170,7 +168,7 @@ export class PostgresLedger implements LedgerStore {
         request.via,
         request.to,
         request.reason,
-        json(ignoredDetail(request, true)),
+        encodeJson(ignoredDetail(request, true)),
       ]);
     }
     return { applied: false, record: await this.get(request.tenantId, request.idempotencyKey) };
@@ -186,7 +184,7 @@ export class PostgresLedger implements LedgerStore {
       null,
       null,
       request.reason,
-      json(request.detail ?? null),
+      encodeJson(request.detail ?? null),
     ]);
   }
 

@@ -7,6 +7,7 @@ import {
   type RunStatus,
 } from '../../run-state/index.js';
 import type {
+  ApprovalListFilter,
   CreateRunRequest,
   NewApproval,
   RunFence,
@@ -23,10 +24,8 @@ import {
   type RunEventRow,
   type RunRow,
 } from '../run-rows.js';
+import { encodeJson } from '../rows.js';
 import type { Queryable } from './ledger.js';
-
-const json = (value: unknown): string | null =>
-  value === null || value === undefined ? null : JSON.stringify(value);
 
 const CLAIMABLE = `status IN ('queued', 'running') AND (lease_expires_at IS NULL OR lease_expires_at < oncely_now())`;
 
@@ -118,8 +117,8 @@ export class PostgresRuns implements RunStore {
       request.tenantId,
       request.runId,
       request.agent,
-      json(request.input),
-      json(request.checkpoint),
+      encodeJson(request.input),
+      encodeJson(request.checkpoint),
     ]);
     if (rows[0] !== undefined) return { created: true, run: toRun(rows[0]) };
     const run = await this.get(request.tenantId, request.runId);
@@ -196,10 +195,10 @@ export class PostgresRuns implements RunStore {
       fence.runId,
       fence.leaseEpoch,
       fence.checkpointVersion,
-      json(request.checkpoint),
+      encodeJson(request.checkpoint),
       request.status,
-      json(request.result ?? null),
-      json(request.error ?? null),
+      encodeJson(request.result ?? null),
+      encodeJson(request.error ?? null),
       request.reason ?? null,
       releasesLease(request.status),
       events.map((e) => e.type),
@@ -279,14 +278,7 @@ export class PostgresRuns implements RunStore {
     return rows.map(toApproval);
   }
 
-  async listApprovals(
-    tenantId: string,
-    filter: {
-      statuses?: readonly ApprovalRecord['status'][];
-      limit: number;
-      after?: { at: string; key: string };
-    },
-  ): Promise<ApprovalRecord[]> {
+  async listApprovals(tenantId: string, filter: ApprovalListFilter): Promise<ApprovalRecord[]> {
     const params: unknown[] = [tenantId];
     const where = ['tenant_id = $1'];
     if (filter.statuses !== undefined) {

@@ -8,6 +8,7 @@ import {
 } from '../../ledger/index.js';
 import {
   UNKNOWN_PREDICATE,
+  encodeJson,
   assertTransitionRequest,
   ignoredDetail,
   isUnknownSet,
@@ -78,9 +79,6 @@ interface EventValues {
   reason: string | null;
   detail: unknown;
 }
-
-const text = (value: unknown): string | null =>
-  value === null || value === undefined ? null : JSON.stringify(value);
 
 function prepareStatements(db: Database.Database) {
   return {
@@ -154,10 +152,10 @@ export class SqliteLedger implements LedgerStore {
       to: request.to,
       now,
       setResult: columns.setResult ? 1 : 0,
-      result: text(columns.result),
+      result: encodeJson(columns.result),
       resultReference: columns.resultReference,
       setError: columns.setError ? 1 : 0,
-      error: text(columns.error),
+      error: encodeJson(columns.error),
       settles: settles(request.to) ? 1 : 0,
       actorKind: request.actor.kind,
       actorId: request.actor.id,
@@ -261,7 +259,7 @@ export class SqliteLedger implements LedgerStore {
       to: values.to,
       attempt: values.attempt,
       reason: values.reason,
-      detail: text(values.detail),
+      detail: encodeJson(values.detail),
     });
   }
 }

@@ -8,6 +8,7 @@ import {
   type RunStatus,
 } from '../../run-state/index.js';
 import type {
+  ApprovalListFilter,
   CreateRunRequest,
   NewApproval,
   RunFence,
@@ -24,10 +25,9 @@ import {
   type RunEventRow,
   type RunRow,
 } from '../run-rows.js';
+import { encodeJson } from '../rows.js';
 import { settle } from './settle.js';
 
-const json = (value: unknown): string | null =>
-  value === null || value === undefined ? null : JSON.stringify(value);
 const now = (): string => new Date().toISOString();
 const later = (ms: number): string => new Date(Date.now() + ms).toISOString();
 
@@ -61,7 +61,12 @@ export class SqliteRuns implements RunStore {
              VALUES (@tenantId, @runId, @agent, 'queued', @input, @checkpoint, 1, @at, @at)
              ON CONFLICT (tenant_id, run_id) DO NOTHING RETURNING *`,
           )
-          .get({ ...request, input: json(request.input), checkpoint: json(request.checkpoint), at });
+          .get({
+            ...request,
+            input: encodeJson(request.input),
+            checkpoint: encodeJson(request.checkpoint),
+            at,
+          });
         if (inserted !== undefined) {
           this.event(
             request.tenantId,
@@ -183,10 +188,10 @@ export class SqliteRuns implements RunStore {
             runId: fence.runId,
             epoch: fence.leaseEpoch,
             version: fence.checkpointVersion,
-            checkpoint: json(request.checkpoint),
+            checkpoint: encodeJson(request.checkpoint),
             status: request.status,
-            result: json(request.result ?? null),
-            error: json(request.error ?? null),
+            result: encodeJson(request.result ?? null),
+            error: encodeJson(request.error ?? null),
             reason: request.reason ?? null,
             release: releasesLease(request.status) ? 1 : 0,
             at,
@@ -292,14 +297,7 @@ export class SqliteRuns implements RunStore {
     );
   }
 
-  listApprovals(
-    tenantId: string,
-    filter: {
-      statuses?: readonly ApprovalRecord['status'][];
-      limit: number;
-      after?: { at: string; key: string };
-    },
-  ): Promise<ApprovalRecord[]> {
+  listApprovals(tenantId: string, filter: ApprovalListFilter): Promise<ApprovalRecord[]> {
     return settle(() => {
       const where = ['tenant_id = @tenantId'];
       const params: Record<string, unknown> = { tenantId, limit: filter.limit };
