@@ -1,26 +1,20 @@
-import { OncelyError } from '../errors/index.js';
 import { crashPoint } from '../crash/index.js';
-import {
-  argsDigest,
-  assertCallIds,
-  assertTenantId,
-  idempotencyKey,
-  toJsonValue,
-  type ToolExecutionRecord,
-} from '../ledger/index.js';
-import type { ReserveRequest, ReserveResult } from '../store/index.js';
-import { assertTool, parseToolArgs, type Tool } from '../tools/index.js';
-import { runAttempts } from './attempt.js';
+import type { ToolExecutionRecord } from '../ledger/index.js';
+import type { ReserveRequest, ReserveResult, TransitionResult } from '../store/index.js';
+import type { Tool } from '../tools/index.js';
+import { runAttempts, type AttemptOutcome } from './attempt.js';
 import type { Ledger } from './ledger.js';
 import { outcomeOfRecord, type ToolCallOutcome } from './outcome.js';
+import {
+  assertBatch,
+  assertSameCall,
+  prepareCall,
+  type CallIdentity,
+  type PreparedCall,
+  type ToolCallRequest,
+} from './prepare.js';
 import { reconcileHookOf, reconcileRecord } from './reconcile.js';
-import { recordOutcome } from './record-outcome.js';
-
-export interface CallIdentity {
-  readonly runId: string;
-  readonly toolCallId: string;
-  readonly tenantId: string;
-}
+import { keepListening, recordOutcome, vanished, type RecordPlan } from './record-outcome.js';
 
 export interface CallOptions {
   /** Aborting it aborts the tool's signal; a write in flight then becomes unknown, never failed. */
@@ -33,16 +27,21 @@ export interface CallOptions {
   readonly reconcileStarted?: boolean;
 }
 
-export interface ToolCallRequest extends CallIdentity {
-  readonly tool: Tool;
-  readonly args: unknown;
-}
+/** How a caller reserves: the ledger's own `reserve`, or one fenced by a run's lease. */
+export type Reserve = (requests: readonly ReserveRequest[]) => Promise<ReserveResult[]>;
 
-interface PreparedCall {
-  readonly tool: Tool;
-  readonly args: unknown;
-  readonly request: ReserveRequest;
-}
+/**
+ * Where a call stands before anything is written for it: settled by the ledger (a replay, a reconcile
+ * hook), or executed now with its outcome still to record.
+ */
+export type CallProgress =
+  | { readonly kind: 'settled'; readonly outcome: ToolCallOutcome }
+  | {
+      readonly kind: 'executed';
+      readonly call: PreparedCall;
+      readonly record: ToolExecutionRecord;
+      readonly attempt: AttemptOutcome;
+    };
 
 /** Times a call may go round reserve → reconcile `failed` → reserve again before we stop. */
 const MAX_ROUNDS = 3;
@@ -78,106 +77,65 @@ export async function executeToolCalls(
   calls: readonly ToolCallRequest[],
   options: CallOptions = {},
 ): Promise<ToolCallOutcome[]> {
-  const prepared = calls.map(prepare);
+  const prepared = calls.map(prepareCall);
   assertBatch(prepared);
   if (prepared.length === 0) return [];
-  const reservations = await ledger.store.ledger.reserve(
-    prepared.map((p) => p.request),
-    ledger.actor,
+  const reserve: Reserve = (requests) => ledger.store.ledger.reserve(requests, ledger.actor);
+  const reservations = await reserve(prepared.map((p) => p.request));
+  return Promise.all(
+    prepared.map(async (call, i) => {
+      const progress = await proceedCall(ledger, call, reservations[i], { ...options, reserve });
+      return progress.kind === 'settled' ? progress.outcome : finishExecuted(ledger, progress);
+    }),
   );
-  return Promise.all(prepared.map((call, i) => proceed(ledger, call, reservations[i], options, 1)));
 }
 
-function prepare(call: ToolCallRequest): PreparedCall {
-  assertTool(call.tool);
-  assertTenantId(call.tenantId);
-  assertCallIds(call.runId, call.toolCallId);
-  const args = parseToolArgs(call.tool, call.args);
-  const stored = toJsonValue(args);
-  return {
-    tool: call.tool,
-    args,
-    request: {
-      tenantId: call.tenantId,
-      idempotencyKey: idempotencyKey(call.runId, call.toolCallId),
-      runId: call.runId,
-      toolCallId: call.toolCallId,
-      toolName: call.tool.name,
-      effect: call.tool.effect.kind,
-      args: stored,
-      argsDigest: argsDigest(stored),
-      compensationOf: null,
-    },
-  };
-}
-
-function assertBatch(prepared: readonly PreparedCall[]): void {
-  const tenants = new Set(prepared.map((p) => p.request.tenantId));
-  const keys = new Set(prepared.map((p) => p.request.idempotencyKey));
-  if (tenants.size > 1 || keys.size !== prepared.length) {
-    throw new OncelyError(
-      'LEDGER_BATCH_INVALID',
-      'the calls of one batch must share one tenant and have distinct tool call ids',
-    );
-  }
-}
-
-async function proceed(
+/**
+ * Takes one reserved call as far as it goes without writing its outcome: a reservation this caller
+ * holds is executed; someone else's record is replayed, or asked of the reconcile hook when unknown
+ * (a hook's `failed` re-reserves the key and runs it again, same key).
+ */
+export async function proceedCall(
   ledger: Ledger,
   call: PreparedCall,
   reservation: ReserveResult | undefined,
-  options: CallOptions,
-  round: number,
-): Promise<ToolCallOutcome> {
+  options: CallOptions & { readonly reserve: Reserve },
+  round = 1,
+): Promise<CallProgress> {
   if (reservation === undefined)
     throw new Error(`no reservation came back for ${call.request.idempotencyKey}`);
-  if (reservation.kind === 'reserved') return run(ledger, call, reservation.record, options);
+  if (reservation.kind === 'reserved') {
+    const attempt = await runReserved(call, reservation.record, options.signal);
+    return { kind: 'executed', call, record: reservation.record, attempt };
+  }
   const record = reservation.record;
   assertSameCall(call, record);
-  if (record.status !== 'started' && record.status !== 'indeterminate') return outcomeOfRecord(record);
+  const settled = (outcome: ToolCallOutcome): CallProgress => ({ kind: 'settled', outcome });
+  if (record.status !== 'started' && record.status !== 'indeterminate')
+    return settled(outcomeOfRecord(record));
   const hook = reconcileHookOf(call.tool);
   const mayAsk = record.status === 'indeterminate' || options.reconcileStarted === true;
-  if (hook === undefined || !mayAsk || round > MAX_ROUNDS) return outcomeOfRecord(record);
-  const settled = await reconcileRecord(ledger, call.tool, hook, record, options.signal);
-  if (settled.status === 'completed') return outcomeOfRecord(settled, 'reconcile');
-  if (settled.status !== 'failed') return outcomeOfRecord(settled);
+  if (hook === undefined || !mayAsk || round > MAX_ROUNDS) return settled(outcomeOfRecord(record));
+  const found = await reconcileRecord(ledger, call.tool, hook, record, options.signal);
+  if (found.status === 'completed') return settled(outcomeOfRecord(found, 'reconcile'));
+  if (found.status !== 'failed') return settled(outcomeOfRecord(found));
   // Definitely not taken effect: eligible to run again, with the same key.
-  const [again] = await ledger.store.ledger.reserve([call.request], ledger.actor);
-  return proceed(ledger, call, again, options, round + 1);
+  const [again] = await options.reserve([call.request]);
+  return proceedCall(ledger, call, again, options, round + 1);
 }
 
-function assertSameCall(call: PreparedCall, record: ToolExecutionRecord): void {
-  if (record.argsDigest === call.request.argsDigest && record.toolName === call.request.toolName) return;
-  const what =
-    record.toolName !== call.request.toolName ? `tool "${record.toolName}"` : 'different arguments';
-  throw new OncelyError(
-    'LEDGER_ARGS_MISMATCH',
-    `tool call ${record.idempotencyKey} was first made with ${what}; a key is bound to one call, so this ` +
-      `replay was refused and nothing ran. Mint a new tool call id for a new call.`,
-    {
-      details: {
-        key: record.idempotencyKey,
-        recordedTool: record.toolName,
-        recordedDigest: record.argsDigest,
-        attemptedTool: call.request.toolName,
-        attemptedDigest: call.request.argsDigest,
-      },
-    },
-  );
-}
-
-async function run(
-  ledger: Ledger,
+/** Runs the tool of a reservation this caller holds, under its effect's retry rules. */
+async function runReserved(
   call: PreparedCall,
   record: ToolExecutionRecord,
-  options: CallOptions,
-): Promise<ToolCallOutcome> {
+  signal: AbortSignal | undefined,
+): Promise<AttemptOutcome> {
   await crashPoint('tool.after-reserve');
   const { tool } = call;
   const outcome = await runAttempts({
     effect: tool.effect,
     timeoutMs: tool.timeoutMs,
-    signal: options.signal,
+    signal,
     context: {
       idempotencyKey: record.idempotencyKey,
       runId: record.runId,
@@ -191,19 +149,44 @@ async function run(
     },
   });
   if (outcome.kind === 'completed') await crashPoint('tool.after-effect');
-  const written = await recordOutcome(
-    { ledger, record, resultReference: (v) => tool.resultReference?.(v) },
-    outcome,
-  );
+  return outcome;
+}
+
+export function recordPlanOf(
+  ledger: Ledger,
+  progress: Extract<CallProgress, { kind: 'executed' }>,
+): RecordPlan {
+  const { tool } = progress.call;
+  return { ledger, record: progress.record, resultReference: (v) => tool.resultReference?.(v) };
+}
+
+/** Records an executed call's outcome on its own and says what it came to. */
+async function finishExecuted(
+  ledger: Ledger,
+  progress: Extract<CallProgress, { kind: 'executed' }>,
+): Promise<ToolCallOutcome> {
+  const written = await recordOutcome(recordPlanOf(ledger, progress), progress.attempt);
   await crashPoint('tool.after-record');
+  return executedOutcome(progress, written);
+}
+
+/**
+ * What an executed call came to once its outcome transition was written (by `recordOutcome`, or in a
+ * caller's transaction, after which it calls `afterWrite`).
+ */
+export function executedOutcome(
+  progress: Extract<CallProgress, { kind: 'executed' }>,
+  written: ToolExecutionRecord,
+): ToolCallOutcome {
+  const { attempt, record } = progress;
   if (
-    outcome.kind === 'completed' &&
+    attempt.kind === 'completed' &&
     written.status === 'completed' &&
     written.version === record.version + 1
   ) {
     return {
       status: 'completed',
-      value: outcome.value,
+      value: attempt.value,
       resultReference: written.resultReference,
       source: 'executed',
       replayed: false,
@@ -211,4 +194,15 @@ async function run(
     };
   }
   return outcomeOfRecord(written);
+}
+
+/** After a caller's transaction wrote an executed call's outcome: keep listening for a late answer. */
+export function afterWrite(
+  ledger: Ledger,
+  progress: Extract<CallProgress, { kind: 'executed' }>,
+  written: TransitionResult,
+): ToolExecutionRecord {
+  keepListening(recordPlanOf(ledger, progress), progress.attempt, written);
+  if (written.record === undefined) throw vanished(progress.record);
+  return written.record;
 }

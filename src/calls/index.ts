@@ -1,12 +1,19 @@
 export { Ledger, openLedger } from './ledger.js';
-export {
-  executeToolCall,
-  executeToolCalls,
-  type CallIdentity,
-  type CallOptions,
-  type ToolCallRequest,
-} from './execute-tool-call.js';
+export { executeToolCall, executeToolCalls, type CallOptions } from './execute-tool-call.js';
+export type { CallIdentity, ToolCallRequest } from './prepare.js';
 export { outcomeOfRecord, type ToolCallOutcome } from './outcome.js';
 export { resolveToolCall, type ResolveRequest } from './resolve.js';
 export { compensateToolCall, type CompensateRequest, type CompensationOutcome } from './compensate.js';
 export { getToolCall, listUnknownCalls } from './queries.js';
+// For the run loop, which reserves under its lease and records a step's outcomes in one transaction.
+export {
+  proceedCall,
+  executedOutcome,
+  afterWrite,
+  recordPlanOf,
+  type CallProgress,
+  type Reserve,
+} from './execute-tool-call.js';
+export { prepareCall, assertBatch, type PreparedCall } from './prepare.js';
+export { outcomeTransition } from './record-outcome.js';
+export { reconcileHookOf, reconcileRecord } from './reconcile.js';

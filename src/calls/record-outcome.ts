@@ -19,17 +19,56 @@ export interface RecordPlan {
  */
 export async function recordOutcome(plan: RecordPlan, outcome: AttemptOutcome): Promise<ToolExecutionRecord> {
   const result = await write(plan, plan.record, outcome);
-  if (outcome.kind === 'indeterminate' && result.applied) {
-    const recorded = result.record;
-    plan.ledger.track(outcome.late.then((late) => recordLate(plan, recorded, late)));
-  }
-  if (result.record === undefined) {
-    throw new OncelyError(
-      'LEDGER_RECORD_NOT_FOUND',
-      `tool call ${plan.record.idempotencyKey} vanished from the ledger`,
-    );
-  }
+  keepListening(plan, outcome, result);
+  if (result.record === undefined) throw vanished(plan.record);
   return result.record;
+}
+
+/**
+ * The compare-and-set that records an attempt's outcome on the record it started from. A caller that
+ * writes it inside its own transaction calls `keepListening` once that transaction has committed.
+ */
+export function outcomeTransition(
+  actor: Actor,
+  from: ToolExecutionRecord,
+  outcome: AttemptOutcome | Exclude<LateOutcome, { kind: 'unknown' }>,
+  resultReference: RecordPlan['resultReference'],
+  reason?: string,
+): TransitionRequest {
+  const base = {
+    tenantId: from.tenantId,
+    idempotencyKey: from.idempotencyKey,
+    via: 'outcome' as const,
+    expect: { status: from.status, version: from.version },
+    actor,
+    recordIgnored: true,
+  };
+  if (outcome.kind === 'failed' || outcome.kind === 'indeterminate') {
+    return { ...base, to: outcome.kind, reason: reason ?? outcome.error.message, error: outcome.error };
+  }
+  const stored = storable(outcome.value);
+  return {
+    ...base,
+    to: 'completed',
+    reason: reason ?? null,
+    result: stored.value,
+    resultReference: reference(resultReference, outcome.value),
+    detail: stored.problem === undefined ? null : { resultNotStored: stored.problem },
+  };
+}
+
+/** After an indeterminate outcome was written: the abandoned attempt's late answer may still settle it. */
+export function keepListening(plan: RecordPlan, outcome: AttemptOutcome, written: TransitionResult): void {
+  if (outcome.kind !== 'indeterminate' || !written.applied) return;
+  const recorded = written.record;
+  plan.ledger.track(outcome.late.then((late) => recordLate(plan, recorded, late)));
+}
+
+export function vanished(record: ToolExecutionRecord): OncelyError {
+  return new OncelyError(
+    'LEDGER_RECORD_NOT_FOUND',
+    `tool call ${record.idempotencyKey} vanished from the ledger`,
+  );
 }
 
 async function recordLate(plan: RecordPlan, record: ToolExecutionRecord, late: LateOutcome): Promise<void> {
@@ -49,33 +88,11 @@ async function write(
   outcome: AttemptOutcome | Exclude<LateOutcome, { kind: 'unknown' }>,
   reason?: string,
 ): Promise<TransitionResult> {
-  const base = {
-    tenantId: from.tenantId,
-    idempotencyKey: from.idempotencyKey,
-    via: 'outcome' as const,
-    expect: { status: from.status, version: from.version },
-    actor: plan.ledger.actor satisfies Actor,
-    recordIgnored: true,
-  };
-  if (outcome.kind === 'failed' || outcome.kind === 'indeterminate') {
-    return plan.ledger.store.ledger.transition({
-      ...base,
-      to: outcome.kind,
-      reason: reason ?? outcome.error.message,
-      error: outcome.error,
-    });
-  }
-  const stored = storable(outcome.value);
-  const request: TransitionRequest = {
-    ...base,
-    to: 'completed',
-    reason: reason ?? null,
-    result: stored.value,
-    resultReference: reference(plan, outcome.value),
-    detail: stored.problem === undefined ? null : { resultNotStored: stored.problem },
-  };
+  const request = outcomeTransition(plan.ledger.actor, from, outcome, plan.resultReference, reason);
   const onCompleted = plan.onCompleted;
-  if (onCompleted === undefined) return plan.ledger.store.ledger.transition(request);
+  if (onCompleted === undefined || request.to !== 'completed') {
+    return plan.ledger.store.ledger.transition(request);
+  }
   return plan.ledger.store.transaction(async (tx) => {
     const written = await tx.ledger.transition(request);
     if (written.applied) await onCompleted(tx.ledger, written.record);
@@ -93,9 +110,9 @@ function storable(value: unknown): { value: JsonValue | null; problem?: string }
   }
 }
 
-function reference(plan: RecordPlan, value: unknown): string | null {
+function reference(pick: RecordPlan['resultReference'], value: unknown): string | null {
   try {
-    const ref = plan.resultReference(value);
+    const ref = pick(value);
     return typeof ref === 'string' ? ref : null;
   } catch {
     return null;

@@ -4,6 +4,9 @@
  * the first time it reaches one of them; `ONCELY_CRASH_SKIP=N` lets the first N arrivals pass.
  */
 export const CRASH_POINTS = [
+  'model.before-call',
+  'model.after-call',
+  'checkpoint.before-commit',
   'tool.after-reserve',
   'tool.before-execute',
   'tool.after-effect',

@@ -9,4 +9,5 @@ export {
   type CheckpointStatus,
   type ApprovalStatus,
 } from './statuses.js';
+export { HEARD_KINDS, type HeardKind } from './records.js';
 export type { HeardResult, PendingCall, Checkpoint, RunRecord, RunEvent, ApprovalRecord } from './records.js';

@@ -1,18 +1,25 @@
 import type { ErrorInfo, JsonValue } from '../ledger/index.js';
 import type { ApprovalStatus, RunStatus } from './statuses.js';
 
-/** What the model is told about a call, once it is settled (DESIGN §6: never "failed" for "unknown"). */
+/** The kinds of thing the model can be told about a call (DESIGN §6: never "failed" for "unknown"). */
+export const HEARD_KINDS = [
+  'completed',
+  'replayed',
+  'not_attempted',
+  'did_not_take_effect',
+  'compensated',
+  'rejected',
+  'invalid_call',
+  'read_failed',
+] as const;
+export type HeardKind = (typeof HEARD_KINDS)[number];
+
+/** What the model is told about a call once it is settled: a tool result, exactly as sent. */
 export interface HeardResult {
-  readonly kind:
-    | 'completed'
-    | 'replayed'
-    | 'not_attempted'
-    | 'did_not_take_effect'
-    | 'compensated'
-    | 'rejected'
-    | 'invalid_call'
-    | 'read_failed';
-  readonly output: JsonValue;
+  readonly kind: HeardKind;
+  /** `json` for a call that took effect (or was undone), `error-json` for one that did not. */
+  readonly type: 'json' | 'error-json';
+  readonly value: JsonValue;
 }
 
 /** One call of a model response, with the id the runtime minted for it. */
@@ -20,6 +27,8 @@ export interface PendingCall {
   readonly toolCallId: string;
   readonly toolName: string;
   readonly input: JsonValue;
+  /** Why the call cannot run as the model made it (an unknown tool, input that is not JSON). */
+  readonly problem?: string;
   /** Set once the call is settled; the model hears it when every call of the step is. */
   readonly heard?: HeardResult;
 }

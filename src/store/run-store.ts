@@ -66,9 +66,10 @@ export interface RunStore {
   list(tenantId: string, filter: RunListFilter): Promise<RunRecord[]>;
   /**
    * Claims one run that is `queued`, or `running` with an expired lease (its driver died or froze):
-   * status `running`, a new owner, `lease_epoch + 1`. Of two claimers exactly one wins.
+   * status `running`, a new owner, `lease_epoch + 1`. Of two claimers exactly one wins. With
+   * `agents`, only runs of those agents (a worker claims what it can drive).
    */
-  claimNext(owner: string, leaseMs: number): Promise<RunRecord | undefined>;
+  claimNext(owner: string, leaseMs: number, agents?: readonly string[]): Promise<RunRecord | undefined>;
   /** Claims this run if it is claimable (as `claimNext`). */
   claim(tenantId: string, runId: string, owner: string, leaseMs: number): Promise<RunRecord | undefined>;
   /** Extends the lease if this owner still holds it at this epoch; false means the lease is lost. */
@@ -81,7 +82,7 @@ export interface RunStore {
   /** `from` (a waiting status) → `queued`, so a worker picks the run up again. */
   requeue(tenantId: string, runId: string, from: readonly RunStatus[], reason: string): Promise<boolean>;
   /** Cancels a run that is not final; bumps the epoch so whoever drives it stands down. */
-  cancel(tenantId: string, runId: string, reason: string): Promise<RunRecord | undefined>;
+  cancel(tenantId: string, runId: string, reason: string, actorId: string): Promise<RunRecord | undefined>;
   /** Runs in a waiting status, across tenants, least recently touched first (for the resume sweep). */
   listWaiting(status: RunStatus, limit: number): Promise<RunRecord[]>;
   appendEvent(tenantId: string, runId: string, type: string, data: JsonValue): Promise<void>;

@@ -164,7 +164,7 @@ describe.each(STORES)('run storage on %s', (name, open) => {
   it('cancels a non-final run, bumping the epoch so its driver stands down', async () => {
     const run = await create();
     const claimed = await store.runs.claim('t1', run.runId, 'w1', 30_000);
-    const cancelled = await second.runs.cancel('t1', run.runId, 'customer asked');
+    const cancelled = await second.runs.cancel('t1', run.runId, 'customer asked', 'ops-a');
     expect(cancelled).toMatchObject({ status: 'cancelled', leaseEpoch: (claimed?.leaseEpoch ?? 0) + 1 });
     const fence = {
       tenantId: 't1',
@@ -175,7 +175,7 @@ describe.each(STORES)('run storage on %s', (name, open) => {
     expect(
       await store.runs.saveCheckpoint({ fence, checkpoint: EMPTY, status: 'completed' }),
     ).toBeUndefined();
-    expect(await store.runs.cancel('t1', run.runId, 'again')).toBeUndefined();
+    expect(await store.runs.cancel('t1', run.runId, 'again', 'ops-a')).toBeUndefined();
   });
 
   it('decides an approval once and consumes it once, only for its digest', async () => {

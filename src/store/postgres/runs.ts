@@ -44,7 +44,7 @@ const CLAIM_NEXT = `
 WITH u AS (
   UPDATE runs SET ${CLAIM_SET}
   WHERE (tenant_id, run_id) = (
-    SELECT tenant_id, run_id FROM runs WHERE ${CLAIMABLE}
+    SELECT tenant_id, run_id FROM runs WHERE ${CLAIMABLE} AND ($3::text[] IS NULL OR agent = ANY($3::text[]))
     ORDER BY updated_at LIMIT 1 FOR UPDATE SKIP LOCKED
   ) AND ${CLAIMABLE}
   RETURNING *
@@ -105,7 +105,7 @@ WITH u AS (
   RETURNING *
 ), ev AS (
   INSERT INTO run_events (tenant_id, run_id, type, data)
-  SELECT tenant_id, run_id, 'run.status', jsonb_build_object('status', 'cancelled', 'reason', $3::text) FROM u
+  SELECT tenant_id, run_id, 'run.status', jsonb_build_object('status', 'cancelled', 'reason', $3::text, 'actor', $5::text) FROM u
 )
 SELECT * FROM u`;
 
@@ -157,8 +157,12 @@ export class PostgresRuns implements RunStore {
     return rows.map(toRun);
   }
 
-  async claimNext(owner: string, leaseMs: number): Promise<RunRecord | undefined> {
-    const { rows } = await this.db.query<RunRow>(CLAIM_NEXT, [owner, leaseMs]);
+  async claimNext(
+    owner: string,
+    leaseMs: number,
+    agents?: readonly string[],
+  ): Promise<RunRecord | undefined> {
+    const { rows } = await this.db.query<RunRow>(CLAIM_NEXT, [owner, leaseMs, agents ?? null]);
     return rows[0] === undefined ? undefined : toRun(rows[0]);
   }
 
@@ -217,8 +221,19 @@ export class PostgresRuns implements RunStore {
     return result.rowCount === 1;
   }
 
-  async cancel(tenantId: string, runId: string, reason: string): Promise<RunRecord | undefined> {
-    const { rows } = await this.db.query<RunRow>(CANCEL, [tenantId, runId, reason, FINAL_RUN_STATUSES]);
+  async cancel(
+    tenantId: string,
+    runId: string,
+    reason: string,
+    actorId: string,
+  ): Promise<RunRecord | undefined> {
+    const { rows } = await this.db.query<RunRow>(CANCEL, [
+      tenantId,
+      runId,
+      reason,
+      FINAL_RUN_STATUSES,
+      actorId,
+    ]);
     return rows[0] === undefined ? undefined : toRun(rows[0]);
   }
 

@@ -117,15 +117,22 @@ export class SqliteRuns implements RunStore {
     });
   }
 
-  claimNext(owner: string, leaseMs: number): Promise<RunRecord | undefined> {
+  claimNext(owner: string, leaseMs: number, agents?: readonly string[]): Promise<RunRecord | undefined> {
     return settle(() =>
       this.db
         .transaction(() => {
-          const params = { owner, now: now(), expires: later(leaseMs) };
+          const params = {
+            owner,
+            now: now(),
+            expires: later(leaseMs),
+            agents: agents === undefined ? null : JSON.stringify(agents),
+          };
           const row = this.db
             .prepare<[Record<string, unknown>], RunRow>(
               `UPDATE runs SET ${CLAIM_SET} WHERE rowid = (
-                 SELECT rowid FROM runs WHERE ${CLAIMABLE} ORDER BY updated_at LIMIT 1) RETURNING *`,
+                 SELECT rowid FROM runs WHERE ${CLAIMABLE}
+                   AND (@agents IS NULL OR agent IN (SELECT value FROM json_each(@agents)))
+                 ORDER BY updated_at LIMIT 1) RETURNING *`,
             )
             .get(params);
           return row === undefined ? undefined : this.claimed(row, params.now);
@@ -219,7 +226,7 @@ export class SqliteRuns implements RunStore {
     );
   }
 
-  cancel(tenantId: string, runId: string, reason: string): Promise<RunRecord | undefined> {
+  cancel(tenantId: string, runId: string, reason: string, actorId: string): Promise<RunRecord | undefined> {
     return settle(() =>
       this.db.transaction(() => {
         const at = now();
@@ -231,7 +238,7 @@ export class SqliteRuns implements RunStore {
           )
           .get(reason, at, tenantId, runId, JSON.stringify(FINAL_RUN_STATUSES));
         if (row === undefined) return undefined;
-        this.event(tenantId, runId, 'run.status', { status: 'cancelled', reason }, at);
+        this.event(tenantId, runId, 'run.status', { status: 'cancelled', reason, actor: actorId }, at);
         return toRun(row);
       })(),
     );

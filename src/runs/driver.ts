@@ -1,0 +1,207 @@
+import type { Agent } from '../agents/index.js';
+import type { Ledger } from '../calls/index.js';
+import { crashPoint } from '../crash/index.js';
+import { OncelyError, errorInfo, isOncelyError } from '../errors/index.js';
+import type { ErrorInfo, JsonValue } from '../ledger/index.js';
+import { callModel, type ModelTurn } from '../models/index.js';
+import type { Checkpoint, CheckpointStatus, RunRecord } from '../run-state/index.js';
+import type { StoreTx } from '../store/index.js';
+import type { Tool } from '../tools/index.js';
+import { Lease } from './lease.js';
+import { asModelMessages, recordTurn } from './messages.js';
+import { settleStep } from './settle-step.js';
+
+export interface DriverOptions {
+  readonly ledger: Ledger;
+  readonly agent: Agent;
+  /** This process's name in the lease (`host:pid` by default). */
+  readonly owner: string;
+  readonly leaseMs: number;
+}
+
+/** How a drive ended: the run waits or is final, or this process lost the run and stood down. */
+export type DriveEnd =
+  | { readonly kind: 'ended'; readonly status: CheckpointStatus }
+  | { readonly kind: 'stood_down'; readonly reason: string };
+
+export interface SaveExtras {
+  readonly result?: JsonValue | null;
+  readonly error?: ErrorInfo | null;
+  readonly reason?: string | null;
+  readonly events?: readonly { type: string; data: JsonValue }[];
+}
+
+/**
+ * Drives one run this process has claimed, step by step, from its checkpoint: call the model, make
+ * its response durable with minted call ids before anything is reserved, settle the calls, tell the
+ * model, repeat, until a final answer, a wait (approval, an unknown call) or the end of its steps.
+ * Every write is fenced by the lease epoch and the checkpoint version; a fenced-out write, a lost
+ * lease or a cancel makes the driver stand down without side effects of its own.
+ */
+export class RunDriver {
+  readonly ledger: Ledger;
+  readonly agent: Agent;
+  readonly owner: string;
+  readonly leaseMs: number;
+  readonly tools: ReadonlyMap<string, Tool>;
+  readonly run: RunRecord;
+  readonly lease: Lease;
+  #checkpoint: Checkpoint;
+  #version: number;
+  /** This process wrote the pending calls just now (see `PlanContext.fresh`). */
+  #fresh = false;
+
+  constructor(options: DriverOptions, run: RunRecord) {
+    this.ledger = options.ledger;
+    this.agent = options.agent;
+    this.owner = options.owner;
+    this.leaseMs = options.leaseMs;
+    this.tools = new Map(options.agent.tools.map((t) => [t.name, t]));
+    this.run = run;
+    this.#checkpoint = run.checkpoint;
+    this.#version = run.checkpointVersion;
+    this.lease = new Lease({
+      runs: options.ledger.store.runs,
+      tenantId: run.tenantId,
+      runId: run.runId,
+      epoch: run.leaseEpoch,
+      owner: options.owner,
+      leaseMs: options.leaseMs,
+    });
+  }
+
+  get checkpoint(): Checkpoint {
+    return this.#checkpoint;
+  }
+
+  get fresh(): boolean {
+    return this.#fresh;
+  }
+
+  /** Drives until the run waits, ends or is lost. Stops the lease on the way out. */
+  async drive(): Promise<DriveEnd> {
+    try {
+      for (;;) {
+        if (this.lease.lost) return this.standDown();
+        const end = this.#checkpoint.pending === null ? await this.modelStep() : await settleStep(this);
+        if (end !== undefined) return end;
+      }
+    } catch (error) {
+      if (this.lease.lost || isOncelyError(error, 'RUN_LEASE_LOST')) {
+        this.lease.lose(errorInfo(error).message);
+        return this.standDown();
+      }
+      throw error;
+    } finally {
+      await this.lease.stop();
+    }
+  }
+
+  standDown(): DriveEnd {
+    const reason = this.lease.signal.reason as unknown;
+    return { kind: 'stood_down', reason: errorInfo(reason).message };
+  }
+
+  /**
+   * Saves the next checkpoint, fenced by this driver's epoch and the version it holds. Inside `tx`
+   * it commits with whatever else the transaction writes. False: fenced out, the lease is lost.
+   */
+  async save(
+    tx: StoreTx | undefined,
+    checkpoint: Checkpoint,
+    status: CheckpointStatus,
+    extras: SaveExtras = {},
+  ): Promise<boolean> {
+    await crashPoint('checkpoint.before-commit');
+    const runs = tx?.runs ?? this.ledger.store.runs;
+    const version = await runs.saveCheckpoint({
+      fence: {
+        tenantId: this.run.tenantId,
+        runId: this.run.runId,
+        leaseEpoch: this.lease.epoch,
+        checkpointVersion: this.#version,
+      },
+      checkpoint,
+      status,
+      ...extras,
+    });
+    if (version === undefined) {
+      this.lease.lose(
+        'a newer checkpoint or lease epoch stands (another process drives the run, or it was cancelled)',
+      );
+      return false;
+    }
+    this.#checkpoint = checkpoint;
+    this.#version = version;
+    this.#fresh = false;
+    return true;
+  }
+
+  /** Ends the drive in `status` (a wait or a final status), or stands down if fenced out. */
+  async end(
+    tx: StoreTx | undefined,
+    checkpoint: Checkpoint,
+    status: Exclude<CheckpointStatus, 'running'>,
+    extras: SaveExtras,
+  ): Promise<DriveEnd> {
+    const events = [...(extras.events ?? []), statusEvent(status, extras)];
+    const saved = await this.save(tx, checkpoint, status, { ...extras, events });
+    return saved ? { kind: 'ended', status } : this.standDown();
+  }
+
+  /** One model call, made durable (with minted call ids) before any call of it is reserved. */
+  private async modelStep(): Promise<DriveEnd | undefined> {
+    const checkpoint = this.#checkpoint;
+    if (checkpoint.step >= this.agent.maxSteps) {
+      const error = new OncelyError(
+        'RUN_MAX_STEPS',
+        `agent "${this.agent.name}" made ${checkpoint.step} model calls without a final answer, its max_steps; ` +
+          'raise max_steps or change its instructions',
+      );
+      return this.end(undefined, checkpoint, 'failed', { error: error.toJSON(), reason: error.message });
+    }
+    await crashPoint('model.before-call');
+    let turn: ModelTurn;
+    try {
+      turn = await callModel({
+        model: this.agent.model,
+        system: this.agent.instructions,
+        messages: asModelMessages(checkpoint.messages),
+        tools: this.agent.tools,
+        signal: this.lease.signal,
+      });
+    } catch (error) {
+      if (this.lease.lost) return this.standDown();
+      const info = errorInfo(error);
+      return this.end(undefined, checkpoint, 'failed', { error: info, reason: info.message });
+    }
+    await crashPoint('model.after-call');
+    const { message, calls } = recordTurn(turn);
+    const step = checkpoint.step + 1;
+    const messages = [...checkpoint.messages, message];
+    const response = {
+      type: 'model.response',
+      data: {
+        step,
+        text: turn.text,
+        calls: calls.map((c) => ({ toolCallId: c.toolCallId, toolName: c.toolName })),
+      },
+    };
+    if (calls.length === 0) {
+      return this.end(undefined, { messages, step, pending: null }, 'completed', {
+        result: { text: turn.text },
+        events: [response],
+      });
+    }
+    const saved = await this.save(undefined, { messages, step, pending: { calls } }, 'running', {
+      events: [response],
+    });
+    if (!saved) return this.standDown();
+    this.#fresh = true;
+    return undefined;
+  }
+}
+
+function statusEvent(status: CheckpointStatus, extras: SaveExtras): { type: string; data: JsonValue } {
+  return { type: 'run.status', data: { status, reason: extras.reason ?? null } };
+}

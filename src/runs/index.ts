@@ -1,0 +1,12 @@
+export {
+  Runtime,
+  openRuntime,
+  DEFAULT_LEASE_MS,
+  type RuntimeOptions,
+  type StartRunRequest,
+  type RecoveredRun,
+} from './runtime.js';
+export type { DriveEnd } from './driver.js';
+export type { ApprovalDecision } from './decisions.js';
+export { blockersOf, resumeIfReady, type Blockers } from './resume.js';
+export { NOTES as HEARD_NOTES } from './heard.js';

@@ -1,0 +1,72 @@
+import { randomBytes } from 'node:crypto';
+import type { ModelMessage } from 'ai';
+import type { JsonValue } from '../ledger/index.js';
+import type { ModelTurn } from '../models/index.js';
+import type { PendingCall } from '../run-state/index.js';
+
+/*
+ * A run's conversation, stored in its checkpoint as AI SDK model messages (plain JSON). Tool calls
+ * carry the ids the runtime minted, never the provider's, so every tool result answers the call it
+ * belongs to and every key stays stable across replays.
+ */
+
+/** The conversation a run starts with: its input as the user's message. */
+export function initialMessages(input: JsonValue): JsonValue[] {
+  const content = typeof input === 'string' ? input : JSON.stringify(input);
+  return [{ role: 'user', content }];
+}
+
+/** A fresh tool call id: providers repeat and omit theirs, so the runtime never uses them. */
+export function mintToolCallId(): string {
+  return `call_${randomBytes(8).toString('hex')}`;
+}
+
+/** The model's response with minted ids, and the calls it asks for, ready for the checkpoint. */
+export function recordTurn(turn: ModelTurn): { message: JsonValue; calls: PendingCall[] } {
+  const calls: PendingCall[] = turn.toolCalls.map((call) => ({
+    toolCallId: mintToolCallId(),
+    toolName: call.toolName,
+    input: jsonInput(call.input),
+    ...(call.problem === undefined ? {} : { problem: call.problem }),
+  }));
+  const content: JsonValue[] = [];
+  if (turn.text !== '') content.push({ type: 'text', text: turn.text });
+  for (const call of calls) {
+    content.push({
+      type: 'tool-call',
+      toolCallId: call.toolCallId,
+      toolName: call.toolName,
+      input: call.input,
+    });
+  }
+  return { message: { role: 'assistant', content }, calls };
+}
+
+/** The tool results of one step, in the order the model made the calls. */
+export function toolMessage(calls: readonly PendingCall[]): JsonValue {
+  return {
+    role: 'tool',
+    content: calls.map((call) => {
+      if (call.heard === undefined) throw new Error(`call ${call.toolCallId} is not settled yet`);
+      return {
+        type: 'tool-result',
+        toolCallId: call.toolCallId,
+        toolName: call.toolName,
+        output: { type: call.heard.type, value: call.heard.value },
+      };
+    }),
+  };
+}
+
+export function asModelMessages(messages: readonly JsonValue[]): ModelMessage[] {
+  return messages as unknown as ModelMessage[];
+}
+
+/** A model's input as JSON; anything else (a raw string it could not parse) is kept as text. */
+function jsonInput(input: unknown): JsonValue {
+  try {
+    return JSON.parse(JSON.stringify(input ?? {})) as JsonValue;
+  } catch {
+    return String(input);
+  }
+}

@@ -1,0 +1,182 @@
+import { isOncelyError } from '../errors/index.js';
+import { prepareCall, type Ledger, type PreparedCall } from '../calls/index.js';
+import type { ToolExecutionRecord } from '../ledger/index.js';
+import type { ApprovalRecord, HeardResult, PendingCall } from '../run-state/index.js';
+import type { NewApproval } from '../store/index.js';
+import type { Tool } from '../tools/index.js';
+import {
+  heardCompensated,
+  heardInvalidCall,
+  heardOfFailed,
+  heardOfRejection,
+  heardRejected,
+} from './heard.js';
+
+/** What the calls of a step need before any of them is reserved. */
+export interface StepPlan {
+  /** Calls settled without running anything now: invalid, rejected, settled meanwhile. */
+  readonly heard: ReadonlyMap<string, HeardResult>;
+  /** Calls to reserve together (a new call runs; an existing record is replayed or reconciled). */
+  readonly ready: readonly PreparedCall[];
+  /** Of `ready`, the approved calls whose approval the reservation consumes. */
+  readonly consume: readonly PreparedCall[];
+  /** Approvals to ask for, written with the checkpoint that puts the run in `awaiting_approval`. */
+  readonly newApprovals: readonly NewApproval[];
+  /** Calls waiting for an operator's decision. */
+  readonly awaiting: ReadonlySet<string>;
+}
+
+export interface PlanContext {
+  readonly ledger: Ledger;
+  readonly tenantId: string;
+  readonly runId: string;
+  readonly tools: ReadonlyMap<string, Tool>;
+  /**
+   * True when this process wrote the pending calls a moment ago: no ledger record or approval can
+   * exist for their fresh ids, so nothing is read.
+   */
+  readonly fresh: boolean;
+}
+
+/**
+ * Sorts the unsettled calls of a step. On a resumed run, the ledger and the approvals say where each
+ * call stands: a call settled meanwhile (an operator's `failed`, a compensation) is told as such; a
+ * record that stands is replayed or reconciled; an approval call waits, is rejected, or is consumed.
+ */
+export async function planStep(context: PlanContext, calls: readonly PendingCall[]): Promise<StepPlan> {
+  const heard = new Map<string, HeardResult>();
+  const ready: PreparedCall[] = [];
+  const consume: PreparedCall[] = [];
+  const newApprovals: NewApproval[] = [];
+  const awaiting = new Set<string>();
+  const records = context.fresh ? new Map<string, ToolExecutionRecord>() : await readRecords(context, calls);
+  const approvals = context.fresh ? new Map<string, ApprovalRecord>() : await readApprovals(context, calls);
+
+  for (const call of calls) {
+    const id = call.toolCallId;
+    if (call.heard !== undefined) {
+      const now = records.get(id);
+      // A call told as completed but undone since, while the step waited: the model hears the truth.
+      if (now?.status === 'compensated') heard.set(id, await compensatedHeard(context, now));
+      continue;
+    }
+    const prepared = prepare(context, call);
+    if ('invalid' in prepared) {
+      heard.set(id, heardInvalidCall(prepared.invalid));
+      continue;
+    }
+    const record = records.get(id);
+    if (record !== undefined) {
+      const settled = await settledMeanwhile(context, record);
+      if (settled === undefined) ready.push(prepared);
+      else heard.set(id, settled);
+      continue;
+    }
+    if (!prepared.tool.effect.approval) {
+      ready.push(prepared);
+      continue;
+    }
+    const approval = approvals.get(id);
+    if (approval === undefined) {
+      newApprovals.push(approvalOf(prepared));
+      awaiting.add(id);
+    } else if (approval.status === 'pending') {
+      awaiting.add(id);
+    } else if (approval.status === 'rejected') {
+      heard.set(id, heardOfRejection(approval));
+    } else if (approval.argsDigest !== prepared.request.argsDigest) {
+      heard.set(id, heardRejected('the approval was given for other arguments than this call has'));
+    } else if (approval.status === 'approved') {
+      ready.push(prepared);
+      consume.push(prepared);
+    } else {
+      // Consumed, yet no record: consumption and reservation commit together, so this cannot be.
+      throw new Error(`approval of ${approval.idempotencyKey} was consumed but the call has no record`);
+    }
+  }
+  return { heard, ready, consume, newApprovals, awaiting };
+}
+
+function prepare(context: PlanContext, call: PendingCall): PreparedCall | { invalid: string } {
+  if (call.problem !== undefined) return { invalid: call.problem };
+  const tool = context.tools.get(call.toolName);
+  if (tool === undefined) {
+    const names = [...context.tools.keys()];
+    return {
+      invalid: `there is no tool named "${call.toolName}"; the tools are: ${names.length > 0 ? names.join(', ') : '(none)'}`,
+    };
+  }
+  try {
+    return prepareCall({
+      tenantId: context.tenantId,
+      runId: context.runId,
+      toolCallId: call.toolCallId,
+      tool,
+      args: call.input,
+    });
+  } catch (error) {
+    if (isOncelyError(error, 'TOOL_ARGS_INVALID')) return { invalid: error.message };
+    throw error;
+  }
+}
+
+/**
+ * A record settled while the run was not looking, told as it stands. `undefined`: it goes through
+ * the reservation (a completed call is replayed, an unknown one reconciled, and a call the reconcile
+ * hook found not taken runs again with the same key).
+ */
+async function settledMeanwhile(
+  context: PlanContext,
+  record: ToolExecutionRecord,
+): Promise<HeardResult | undefined> {
+  if (record.status === 'compensated') return compensatedHeard(context, record);
+  if (record.status === 'failed' && record.settledBy?.kind !== 'reconcile') return heardOfFailed(record);
+  return undefined;
+}
+
+async function compensatedHeard(context: PlanContext, record: ToolExecutionRecord): Promise<HeardResult> {
+  const history = await context.ledger.store.ledger.history(record.tenantId, record.idempotencyKey);
+  const undo = history.findLast((e) => e.kind === 'transition' && e.to === 'compensated');
+  return heardCompensated(record.result, undo?.reason ?? null);
+}
+
+function approvalOf(call: PreparedCall): NewApproval {
+  const { request } = call;
+  return {
+    tenantId: request.tenantId,
+    idempotencyKey: request.idempotencyKey,
+    runId: request.runId,
+    toolName: request.toolName,
+    args: request.args,
+    argsDigest: request.argsDigest,
+  };
+}
+
+async function readRecords(
+  context: PlanContext,
+  calls: readonly PendingCall[],
+): Promise<Map<string, ToolExecutionRecord>> {
+  const records = new Map<string, ToolExecutionRecord>();
+  const wanted = calls.filter(
+    (c) => c.heard === undefined || c.heard.kind === 'completed' || c.heard.kind === 'replayed',
+  );
+  const found = await Promise.all(
+    wanted.map((c) => context.ledger.store.ledger.get(context.tenantId, `${context.runId}:${c.toolCallId}`)),
+  );
+  wanted.forEach((c, i) => {
+    const record = found[i];
+    if (record !== undefined) records.set(c.toolCallId, record);
+  });
+  return records;
+}
+
+async function readApprovals(
+  context: PlanContext,
+  calls: readonly PendingCall[],
+): Promise<Map<string, ApprovalRecord>> {
+  const needed = calls.some((c) => c.heard === undefined && context.tools.get(c.toolName)?.effect.approval);
+  if (!needed) return new Map();
+  const approvals = await context.ledger.store.runs.approvalsOfRun(context.tenantId, context.runId);
+  const prefix = `${context.runId}:`;
+  return new Map(approvals.map((a) => [a.idempotencyKey.slice(prefix.length), a]));
+}

@@ -1,0 +1,335 @@
+import { randomBytes } from 'node:crypto';
+import { hostname } from 'node:os';
+import type { Agent } from '../agents/index.js';
+import {
+  Ledger,
+  compensateToolCall,
+  resolveToolCall,
+  type CompensateRequest,
+  type CompensationOutcome,
+  type ResolveRequest,
+} from '../calls/index.js';
+import { OncelyError, isOncelyError } from '../errors/index.js';
+import {
+  assertTenantId,
+  canonicalJson,
+  isValidId,
+  parseKey,
+  toJsonValue,
+  type JsonValue,
+  type ToolExecutionRecord,
+} from '../ledger/index.js';
+import type { ApprovalRecord, RunRecord } from '../run-state/index.js';
+import { openStore, type Store } from '../store/index.js';
+import type { Tool } from '../tools/index.js';
+import { decideApproval, type ApprovalDecision } from './decisions.js';
+import { RunDriver, type DriveEnd } from './driver.js';
+import { initialMessages } from './messages.js';
+import { resumeIfReady, sweepWaiting } from './resume.js';
+
+export const DEFAULT_LEASE_MS = 30_000;
+
+export interface RuntimeOptions {
+  /** The agents this runtime can drive; a worker claims only runs of these. */
+  readonly agents: readonly Agent[];
+  /** An open store; it stays open after `close()` unless `ownsStore`. */
+  readonly store?: Store;
+  /** Or a database URL to open (`sqlite:PATH` is migrated; PostgreSQL must be current). */
+  readonly databaseUrl?: string;
+  /** This process in leases and the ledger's history; default `host:pid`. */
+  readonly owner?: string;
+  /** How long a claim holds a run without renewal; default 30 s. */
+  readonly leaseMs?: number;
+  /** How often a paused run's reconcile hooks are asked again by `sweep()`; default 30 s. */
+  readonly reconcileEveryMs?: number;
+}
+
+export interface StartRunRequest {
+  readonly tenantId: string;
+  readonly agent: string;
+  /** The user's message: a string, or any JSON (sent to the model as JSON text). */
+  readonly input: unknown;
+  /** A client-chosen id makes starting idempotent; default a fresh `run_…`. */
+  readonly runId?: string;
+}
+
+export interface RecoveredRun {
+  readonly tenantId: string;
+  readonly runId: string;
+  readonly end: DriveEnd;
+}
+
+/**
+ * The durable agent runtime: starts runs, drives them, recovers those whose driver died, and takes
+ * operators' decisions (approve, reject, resolve, compensate, cancel), resuming a run once nothing
+ * holds it. Any number of runtimes, in any number of processes, may share one PostgreSQL store.
+ *
+ * @example
+ * const runtime = await openRuntime({ databaseUrl: 'sqlite:.oncely/oncely.db', agents: [billing] });
+ * const { run } = await runtime.startRun({ tenantId: 'acme', agent: 'billing', input: 'Credit acct_7 $25' });
+ * console.log((await runtime.drive('acme', run.runId)).status);
+ */
+export class Runtime {
+  readonly ledger: Ledger;
+  readonly agents: ReadonlyMap<string, Agent>;
+  readonly tools: ReadonlyMap<string, Tool>;
+  readonly owner: string;
+  readonly leaseMs: number;
+  readonly #ownsStore: boolean;
+  readonly #reconcileEveryMs: number;
+  readonly #lastAsked = new Map<string, number>();
+  readonly #drives = new Set<Promise<DriveEnd>>();
+  #closed = false;
+
+  constructor(store: Store, options: RuntimeOptions & { ownsStore?: boolean }) {
+    this.owner = options.owner ?? `${hostname()}:${process.pid}`;
+    this.ledger = new Ledger(store, { actorId: this.owner });
+    this.agents = indexAgents(options.agents);
+    this.tools = indexTools(options.agents);
+    this.leaseMs = options.leaseMs ?? DEFAULT_LEASE_MS;
+    this.#ownsStore = options.ownsStore ?? false;
+    this.#reconcileEveryMs = options.reconcileEveryMs ?? 30_000;
+  }
+
+  get store(): Store {
+    return this.ledger.store;
+  }
+
+  /** Creates a queued run (once per `runId`); a worker, `drive()` or `recover()` drives it. */
+  async startRun(request: StartRunRequest): Promise<{ created: boolean; run: RunRecord }> {
+    assertTenantId(request.tenantId);
+    this.agentNamed(request.agent);
+    const runId = request.runId ?? `run_${randomBytes(8).toString('hex')}`;
+    if (!isValidId(runId)) {
+      throw new OncelyError(
+        'RUN_INPUT_INVALID',
+        `run id ${JSON.stringify(runId)} is not valid; use 1-128 of A-Z a-z 0-9 _ . -`,
+      );
+    }
+    const input = runInput(request.input);
+    const created = await this.store.runs.create({
+      tenantId: request.tenantId,
+      runId,
+      agent: request.agent,
+      input,
+      checkpoint: { messages: initialMessages(input), step: 0, pending: null },
+    });
+    const { run } = created;
+    if (
+      !created.created &&
+      (run.agent !== request.agent || canonicalJson(run.input) !== canonicalJson(input))
+    ) {
+      throw new OncelyError(
+        'RUN_CONFLICT',
+        `run ${runId} already exists with another agent or input; a run id names one run, so nothing was started`,
+        { details: { runId, agent: run.agent } },
+      );
+    }
+    return created;
+  }
+
+  async getRun(tenantId: string, runId: string): Promise<RunRecord> {
+    assertTenantId(tenantId);
+    const run = isValidId(runId) ? await this.store.runs.get(tenantId, runId) : undefined;
+    if (run === undefined) {
+      throw new OncelyError('RUN_NOT_FOUND', `no run ${runId} in this tenant`, { details: { runId } });
+    }
+    return run;
+  }
+
+  /**
+   * Claims this run if it is free (queued, or its driver's lease expired) and drives it until it
+   * waits or ends; returns the run as it then stands. A run held by a live driver is left alone.
+   */
+  async drive(tenantId: string, runId: string): Promise<RunRecord> {
+    const run = await this.getRun(tenantId, runId);
+    this.agentNamed(run.agent);
+    const claimed = await this.store.runs.claim(tenantId, runId, this.owner, this.leaseMs);
+    if (claimed !== undefined) await this.driveClaimed(claimed);
+    return this.getRun(tenantId, runId);
+  }
+
+  /** Drives a run this process has claimed. */
+  async driveClaimed(run: RunRecord): Promise<DriveEnd> {
+    if (this.#closed) throw new Error('the runtime is closed');
+    const driver = new RunDriver(
+      { ledger: this.ledger, agent: this.agentNamed(run.agent), owner: this.owner, leaseMs: this.leaseMs },
+      run,
+    );
+    const drive = driver.drive();
+    this.#drives.add(drive);
+    try {
+      return await drive;
+    } finally {
+      this.#drives.delete(drive);
+    }
+  }
+
+  /** Claims the oldest free run of this runtime's agents, or undefined when there is none. */
+  claimNext(): Promise<RunRecord | undefined> {
+    return this.store.runs.claimNext(this.owner, this.leaseMs, [...this.agents.keys()]);
+  }
+
+  /**
+   * Recovery: requeues waiting runs nothing holds any more, then claims every free run — queued, or
+   * running under a lease that expired because its process died or froze — and drives each from
+   * its checkpoint. Completed calls come back from the ledger, unknown ones ask the reconcile hook.
+   */
+  async recover(options: { limit?: number } = {}): Promise<RecoveredRun[]> {
+    await this.sweep();
+    const driven: RecoveredRun[] = [];
+    const limit = options.limit ?? Number.POSITIVE_INFINITY;
+    while (driven.length < limit) {
+      const run = await this.claimNext();
+      if (run === undefined) break;
+      driven.push({ tenantId: run.tenantId, runId: run.runId, end: await this.driveClaimed(run) });
+    }
+    return driven;
+  }
+
+  /** Requeues the waiting runs that nothing holds any more; returns how many. */
+  sweep(): Promise<number> {
+    return sweepWaiting({
+      ledger: this.ledger,
+      tools: this.tools,
+      reconcileEveryMs: this.#reconcileEveryMs,
+      lastAsked: this.#lastAsked,
+    });
+  }
+
+  approve(decision: ApprovalDecision): Promise<ApprovalRecord> {
+    return decideApproval(this.ledger, 'approved', decision);
+  }
+
+  /** Rejects a call waiting for approval; the reason is required, and the model hears it. */
+  reject(decision: ApprovalDecision & { reason: string }): Promise<ApprovalRecord> {
+    return decideApproval(this.ledger, 'rejected', decision);
+  }
+
+  /** An operator settles an unknown call (`resolveToolCall`); a run waiting for it resumes. */
+  async resolve(request: ResolveRequest): Promise<ToolExecutionRecord> {
+    const record = await resolveToolCall(this.ledger, request);
+    await resumeIfReady(this.ledger, record.tenantId, record.runId);
+    return record;
+  }
+
+  /** An operator undoes a completed call with its tool's compensation hook, once. */
+  async compensate(request: CompensateRequest): Promise<CompensationOutcome> {
+    assertTenantId(request.tenantId);
+    parseKey(request.idempotencyKey);
+    const record = await this.store.ledger.get(request.tenantId, request.idempotencyKey);
+    if (record === undefined) {
+      throw new OncelyError(
+        'LEDGER_RECORD_NOT_FOUND',
+        `no tool call ${request.idempotencyKey} in this tenant's ledger`,
+        { details: { key: request.idempotencyKey } },
+      );
+    }
+    const tool = this.tools.get(record.toolName);
+    if (tool === undefined) {
+      throw new OncelyError(
+        'LEDGER_NOT_COMPENSABLE',
+        `tool call ${record.idempotencyKey} was made by tool "${record.toolName}", which no agent here has`,
+        { details: { key: record.idempotencyKey, status: record.status } },
+      );
+    }
+    const outcome = await compensateToolCall(this.ledger, tool, request);
+    await resumeIfReady(this.ledger, outcome.record.tenantId, outcome.record.runId);
+    return outcome;
+  }
+
+  /** Cancels a run that is not final; whoever drives it stands down. Nothing is compensated. */
+  async cancel(
+    tenantId: string,
+    runId: string,
+    request: { reason: string; actorId: string },
+  ): Promise<RunRecord> {
+    const run = await this.getRun(tenantId, runId);
+    if (!isValidId(request.actorId)) {
+      throw new OncelyError(
+        'LEDGER_ACTOR_INVALID',
+        "a cancel needs the operator's actor id: 1-128 of A-Z a-z 0-9 _ . -",
+      );
+    }
+    const reason = request.reason.trim();
+    if (reason === '') throw new OncelyError('LEDGER_REASON_REQUIRED', 'a cancel needs a reason');
+    const cancelled = await this.store.runs.cancel(tenantId, runId, reason, request.actorId);
+    if (cancelled !== undefined) return cancelled;
+    const now = await this.getRun(tenantId, runId);
+    throw new OncelyError('RUN_ALREADY_FINAL', `run ${runId} is already ${now.status}; nothing was changed`, {
+      details: { runId, status: now.status, was: run.status },
+    });
+  }
+
+  /** Waits for the drives in flight and the late outcomes still expected, then closes. */
+  async close(): Promise<void> {
+    this.#closed = true;
+    await Promise.allSettled([...this.#drives]);
+    await this.ledger.drain();
+    if (this.#ownsStore) await this.store.close();
+  }
+
+  agentNamed(name: string): Agent {
+    const agent = this.agents.get(name);
+    if (agent !== undefined) return agent;
+    throw new OncelyError(
+      'AGENT_NOT_FOUND',
+      `there is no agent "${name}" here; the agents are: ${[...this.agents.keys()].join(', ') || '(none)'}`,
+      { details: { agent: name } },
+    );
+  }
+}
+
+/**
+ * Opens a runtime on a store (or a database URL) for these agents.
+ *
+ * @example
+ * const runtime = await openRuntime({ databaseUrl: process.env.ONCELY_DATABASE_URL, agents: [billing] });
+ */
+export async function openRuntime(options: RuntimeOptions): Promise<Runtime> {
+  if (options.store !== undefined) return new Runtime(options.store, options);
+  const store = await openStore(options.databaseUrl);
+  return new Runtime(store, { ...options, ownsStore: true });
+}
+
+function indexAgents(agents: readonly Agent[]): Map<string, Agent> {
+  const byName = new Map<string, Agent>();
+  for (const agent of agents) {
+    if (byName.has(agent.name)) {
+      throw new OncelyError('AGENT_DEFINITION_INVALID', `two agents are named "${agent.name}"`);
+    }
+    byName.set(agent.name, agent);
+  }
+  return byName;
+}
+
+/** Every tool of every agent, by name; one name must mean one tool. */
+function indexTools(agents: readonly Agent[]): Map<string, Tool> {
+  const byName = new Map<string, Tool>();
+  for (const tool of agents.flatMap((a) => a.tools)) {
+    const known = byName.get(tool.name);
+    if (known !== undefined && known !== tool) {
+      throw new OncelyError(
+        'AGENT_DEFINITION_INVALID',
+        `two different tools are named "${tool.name}"; a tool name must mean one tool across agents`,
+      );
+    }
+    byName.set(tool.name, tool);
+  }
+  return byName;
+}
+
+function runInput(input: unknown): JsonValue {
+  if (input === undefined)
+    throw new OncelyError('RUN_INPUT_INVALID', 'a run needs an input: the user message');
+  try {
+    return toJsonValue(input);
+  } catch (error) {
+    if (isOncelyError(error)) {
+      throw new OncelyError('RUN_INPUT_INVALID', error.message.replace('arguments', 'run input'), {
+        cause: error,
+      });
+    }
+    throw error;
+  }
+}

@@ -1,0 +1,269 @@
+import {
+  afterWrite,
+  executedOutcome,
+  outcomeTransition,
+  proceedCall,
+  reconcileHookOf,
+  recordPlanOf,
+  type CallProgress,
+  type PreparedCall,
+  type Reserve,
+  type ToolCallOutcome,
+} from '../calls/index.js';
+import { crashPoint } from '../crash/index.js';
+import { OncelyError } from '../errors/index.js';
+import type { JsonValue } from '../ledger/index.js';
+import type { Checkpoint, PendingCall } from '../run-state/index.js';
+import type { StoreTx, TransitionResult } from '../store/index.js';
+import type { DriveEnd, RunDriver } from './driver.js';
+import { heardOf } from './heard.js';
+import { toolMessage } from './messages.js';
+import { planStep, type StepPlan } from './plan-step.js';
+
+/** Passes over one step: the second and third only ask reconcile hooks about calls just found unknown. */
+const MAX_PASSES = 3;
+
+type Executed = Extract<CallProgress, { kind: 'executed' }>;
+
+/**
+ * Settles the pending calls of the current step: plans them, reserves the ready ones together under
+ * the lease (consuming their approvals in the same transaction), runs them in parallel as the ledger
+ * allows, then records every outcome and the next checkpoint in one transaction. Returns the end of
+ * the drive when the run waits or ends, or undefined when the model is to be called next.
+ */
+export async function settleStep(driver: RunDriver): Promise<DriveEnd | undefined> {
+  for (let pass = 1; ; pass++) {
+    const pending = driver.checkpoint.pending;
+    if (pending === null) return undefined;
+    const plan = await planStep(
+      {
+        ledger: driver.ledger,
+        tenantId: driver.run.tenantId,
+        runId: driver.run.runId,
+        tools: driver.tools,
+        fresh: driver.fresh,
+      },
+      pending.calls,
+    );
+    const progress = await execute(driver, plan);
+    const next = await commit(driver, pending.calls, plan, progress, pass < MAX_PASSES);
+    if (next !== 'again') return next;
+  }
+}
+
+async function execute(driver: RunDriver, plan: StepPlan): Promise<Map<string, CallProgress>> {
+  const progress = new Map<string, CallProgress>();
+  if (plan.ready.length === 0) return progress;
+  const fenced = fencedReserve(driver);
+  const reservations = await fenced(
+    plan.ready.map((c) => c.request),
+    plan.consume,
+  );
+  const reserve: Reserve = (requests) => fenced(requests, []);
+  const settled = await Promise.allSettled(
+    plan.ready.map((call, i) =>
+      proceedCall(driver.ledger, call, reservations[i], {
+        signal: driver.lease.signal,
+        // A `started` record of a resumed run belongs to a process that is gone.
+        reconcileStarted: !driver.fresh,
+        reserve,
+      }),
+    ),
+  );
+  const failure = settled.find((s) => s.status === 'rejected');
+  // Every call has finished; only then may one call's error end the step.
+  plan.ready.forEach((call, i) => {
+    const s = settled[i];
+    if (s?.status === 'fulfilled') progress.set(call.request.toolCallId, s.value);
+  });
+  if (failure !== undefined) {
+    // Outcomes already in hand are kept by the ledger's `started` records; recovery settles them.
+    throw failure.reason;
+  }
+  return progress;
+}
+
+/**
+ * Reserves under the run's lease: the lease is renewed (and so checked, and locked against a claim)
+ * in the same transaction, and approved calls consume their approval there, so an approval is used
+ * by exactly one reservation.
+ */
+function fencedReserve(driver: RunDriver) {
+  const { ledger, run, lease } = driver;
+  return (requests: readonly PreparedCall['request'][], consume: readonly PreparedCall[]) =>
+    ledger.store.transaction(async (tx) => {
+      const held = await tx.runs.renewLease(
+        { tenantId: run.tenantId, runId: run.runId, leaseEpoch: lease.epoch },
+        driver.owner,
+        driver.leaseMs,
+      );
+      if (!held) throw leaseLost(run.runId, lease.epoch);
+      for (const call of consume) {
+        const used = await tx.runs.consumeApproval(
+          run.tenantId,
+          call.request.idempotencyKey,
+          call.request.argsDigest,
+        );
+        if (!used) throw new Error(`the approval of ${call.request.idempotencyKey} could not be consumed`);
+      }
+      return tx.ledger.reserve(requests, ledger.actor);
+    });
+}
+
+interface Told {
+  readonly calls: PendingCall[];
+  /** Outcomes of calls executed in this pass that are unknown and have a reconcile hook to ask. */
+  readonly askable: number;
+  readonly unknown: PendingCall[];
+  readonly events: { type: string; data: JsonValue }[];
+}
+
+/** Records the executed outcomes and the next checkpoint in one transaction. */
+async function commit(
+  driver: RunDriver,
+  calls: readonly PendingCall[],
+  plan: StepPlan,
+  progress: Map<string, CallProgress>,
+  mayPassAgain: boolean,
+): Promise<DriveEnd | undefined | 'again'> {
+  const writes: [Executed, TransitionResult][] = [];
+  const result = await driver.ledger.store.transaction(async (tx) => {
+    const outcomes = new Map<string, ToolCallOutcome>();
+    for (const [id, p] of progress) {
+      if (p.kind === 'settled') {
+        outcomes.set(id, p.outcome);
+        continue;
+      }
+      const plan = recordPlanOf(driver.ledger, p);
+      const written = await tx.ledger.transition(
+        outcomeTransition(driver.ledger.actor, p.record, p.attempt, plan.resultReference),
+      );
+      if (written.record === undefined)
+        throw new Error(`${p.record.idempotencyKey} vanished from the ledger`);
+      writes.push([p, written]);
+      outcomes.set(id, executedOutcome(p, written.record));
+    }
+    const told = tell(driver, calls, plan, progress, outcomes);
+    return decide(driver, tx, told, plan, mayPassAgain);
+  });
+  for (const [p, written] of writes) afterWrite(driver.ledger, p, written);
+  await crashPoint('tool.after-record');
+  return result;
+}
+
+function tell(
+  driver: RunDriver,
+  calls: readonly PendingCall[],
+  plan: StepPlan,
+  progress: Map<string, CallProgress>,
+  outcomes: Map<string, ToolCallOutcome>,
+): Told {
+  const events: Told['events'] = [];
+  const unknown: PendingCall[] = [];
+  let askable = 0;
+  const told = calls.map((call): PendingCall => {
+    const id = call.toolCallId;
+    const key = `${driver.run.runId}:${id}`;
+    const outcome = outcomes.get(id);
+    const heard = plan.heard.get(id) ?? (outcome === undefined ? undefined : heardOf(outcome, null));
+    if (heard !== undefined && heard !== call.heard) {
+      events.push({ type: 'tool.settled', data: { key, toolName: call.toolName, heard: heard.kind } });
+      return { ...call, heard };
+    }
+    if (call.heard !== undefined || plan.awaiting.has(id)) return call;
+    if (outcome?.status === 'unknown') {
+      unknown.push(call);
+      events.push({
+        type: 'tool.unknown',
+        data: { key, toolName: call.toolName, status: outcome.record.status },
+      });
+      const tool = driver.tools.get(call.toolName);
+      if (
+        progress.get(id)?.kind === 'executed' &&
+        tool !== undefined &&
+        reconcileHookOf(tool) !== undefined
+      ) {
+        askable += 1;
+      }
+    }
+    return call;
+  });
+  for (const approval of plan.newApprovals) {
+    events.push({
+      type: 'approval.requested',
+      data: { key: approval.idempotencyKey, toolName: approval.toolName },
+    });
+  }
+  return { calls: told, askable, unknown, events };
+}
+
+async function decide(
+  driver: RunDriver,
+  tx: StoreTx,
+  told: Told,
+  plan: StepPlan,
+  mayPassAgain: boolean,
+): Promise<DriveEnd | undefined | 'again'> {
+  const checkpoint = driver.checkpoint;
+  const waiting: Checkpoint = { ...checkpoint, pending: { calls: told.calls } };
+  const extras = { events: told.events };
+  if (told.unknown.length > 0) {
+    if (told.askable > 0 && mayPassAgain) {
+      // Just found unknown: write that down, then ask the reconcile hooks in the next pass.
+      return (await driver.save(tx, waiting, 'running', extras)) ? 'again' : driver.standDown();
+    }
+    if (driver.agent.toolPolicy.onIndeterminate === 'fail') return failUnknown(driver, tx, waiting, told);
+    const reason = unknownReason(driver, told.unknown);
+    return withApprovals(
+      tx,
+      plan,
+      await driver.end(tx, waiting, 'awaiting_reconciliation', { ...extras, reason }),
+    );
+  }
+  if (plan.awaiting.size > 0) {
+    const keys = [...plan.awaiting].map((id) => `${driver.run.runId}:${id}`);
+    const reason = `waiting for an operator to approve or reject ${keys.join(', ')}`;
+    return withApprovals(tx, plan, await driver.end(tx, waiting, 'awaiting_approval', { ...extras, reason }));
+  }
+  const next: Checkpoint = {
+    messages: [...checkpoint.messages, toolMessage(told.calls)],
+    step: checkpoint.step,
+    pending: null,
+  };
+  return (await driver.save(tx, next, 'running', extras)) ? undefined : driver.standDown();
+}
+
+/** Asks for the step's approvals in the transaction of the checkpoint that waits for them. */
+async function withApprovals(tx: StoreTx, plan: StepPlan, end: DriveEnd): Promise<DriveEnd> {
+  if (end.kind === 'ended') await tx.runs.createApprovals(plan.newApprovals);
+  return end;
+}
+
+function failUnknown(driver: RunDriver, tx: StoreTx, checkpoint: Checkpoint, told: Told): Promise<DriveEnd> {
+  const error = new OncelyError('RUN_CALL_UNKNOWN', unknownReason(driver, told.unknown), {
+    details: { keys: told.unknown.map((c) => `${driver.run.runId}:${c.toolCallId}`) },
+  });
+  return driver.end(tx, checkpoint, 'failed', {
+    events: told.events,
+    error: error.toJSON(),
+    reason: error.message,
+  });
+}
+
+/** Names each unknown call and how to settle it. */
+function unknownReason(driver: RunDriver, unknown: readonly PendingCall[]): string {
+  const keys = unknown.map((c) => `${driver.run.runId}:${c.toolCallId} (${c.toolName})`);
+  const first = `${driver.run.runId}:${unknown[0]?.toolCallId ?? ''}`;
+  return (
+    `the outcome of tool call ${keys.join(', ')} is unknown: it may or may not have taken effect. ` +
+    `Check the downstream system, then settle it with \`oncely executions resolve ${first} ` +
+    '--status completed|failed --reason "..."` (or the tool\'s reconcile hook)'
+  );
+}
+
+function leaseLost(runId: string, epoch: number): OncelyError {
+  return new OncelyError(
+    'RUN_LEASE_LOST',
+    `lost the lease on run ${runId} (epoch ${epoch}) before reserving`,
+  );
+}
