@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import { Command, CommanderError } from 'commander';
 import { isOncelyError } from '../errors/index.js';
 import { migrateCommand } from './migrate.js';
+import { workerCommand } from './worker.js';
 
 function packageVersion(): string {
   const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as {
@@ -19,6 +20,7 @@ export function buildProgram(): Command {
     .showHelpAfterError()
     .exitOverride();
   program.addCommand(migrateCommand());
+  program.addCommand(workerCommand());
   return program;
 }
 

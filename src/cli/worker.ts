@@ -1,0 +1,73 @@
+import { Command, InvalidArgumentError } from 'commander';
+import { startWorker } from '../worker/index.js';
+import { shownUrl } from './config.js';
+import { createLogger } from './logger.js';
+import { runtimeFromConfig } from './runtime-from-config.js';
+
+interface WorkerFlags {
+  config: string;
+  databaseUrl?: string;
+  concurrency: number;
+  leaseMs: number;
+  pollMs: number;
+}
+
+export function positiveInt(name: string) {
+  return (value: string): number => {
+    const n = Number(value);
+    if (!Number.isInteger(n) || n < 1)
+      throw new InvalidArgumentError(`${name} must be a whole number above 0`);
+    return n;
+  };
+}
+
+export function workerCommand(): Command {
+  return new Command('worker')
+    .description(
+      'drive runs: claim queued runs and runs whose driver died (expired lease), resume settled ones',
+    )
+    .option('-c, --config <file>', 'the oncely.yaml with the agents and the tools module', 'oncely.yaml')
+    .option(
+      '--database-url <url>',
+      'postgres://… or sqlite:PATH (default: $ONCELY_DATABASE_URL, else the config)',
+    )
+    .option('--concurrency <n>', 'runs driven at once', positiveInt('--concurrency'), 4)
+    .option(
+      '--lease-ms <ms>',
+      'how long a claim holds a run without renewal',
+      positiveInt('--lease-ms'),
+      30_000,
+    )
+    .option('--poll-ms <ms>', 'how long to wait when there is no work', positiveInt('--poll-ms'), 1000)
+    .action(async (flags: WorkerFlags) => {
+      const log = createLogger('oncely-worker');
+      const { runtime, config, url } = await runtimeFromConfig(flags);
+      const worker = startWorker(runtime, {
+        concurrency: flags.concurrency,
+        pollMs: flags.pollMs,
+        log,
+      });
+      log.info(
+        { database: shownUrl(url), agents: [...config.agents.keys()], owner: runtime.owner },
+        'worker started',
+      );
+      let signals = 0;
+      const onSignal = (signal: NodeJS.Signals): void => {
+        signals += 1;
+        if (signals > 1) {
+          log.warn(
+            { signal },
+            'second signal: exiting now; runs in flight are recovered when their lease expires',
+          );
+          process.exit(130);
+        }
+        log.info({ signal, active: worker.active }, 'stopping: no new runs; waiting for the runs in flight');
+        void worker.stop();
+      };
+      process.on('SIGTERM', onSignal);
+      process.on('SIGINT', onSignal);
+      await worker.done;
+      await runtime.close();
+      log.info({}, 'worker stopped');
+    });
+}

@@ -1,0 +1,1 @@
+export { startWorker, type Worker, type WorkerOptions, type WorkerLog } from './worker.js';

@@ -1,0 +1,115 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import { errorInfo } from '../errors/index.js';
+import type { RunRecord } from '../run-state/index.js';
+import type { DriveEnd, Runtime } from '../runs/index.js';
+
+export interface WorkerOptions {
+  /** Runs driven at once by this process; default 4. */
+  readonly concurrency?: number;
+  /** How long to wait before looking for work again when there was none; default 1000 ms. */
+  readonly pollMs?: number;
+  /** How often waiting runs are checked for a settlement or a decision; default 2000 ms. */
+  readonly sweepMs?: number;
+  /** Where the worker says what it did; default nothing. */
+  readonly log?: WorkerLog;
+}
+
+/** The worker's structured log lines (a pino logger fits). */
+export interface WorkerLog {
+  info(fields: Record<string, unknown>, message: string): void;
+  warn(fields: Record<string, unknown>, message: string): void;
+  error(fields: Record<string, unknown>, message: string): void;
+}
+
+export interface Worker {
+  /** Runs being driven right now. */
+  readonly active: number;
+  /** Stops claiming, waits for the runs being driven, and resolves when the loop has ended. */
+  stop(): Promise<void>;
+  /** Resolves when the loop ends (after `stop()`). */
+  readonly done: Promise<void>;
+}
+
+const silent: WorkerLog = { info: () => undefined, warn: () => undefined, error: () => undefined };
+
+/**
+ * Polls the store for free runs — queued, or held under a lease that expired because its driver
+ * died or froze — claims them with a higher epoch and drives them from their checkpoint, up to
+ * `concurrency` at once; every `sweepMs` it requeues waiting runs that nothing holds any more.
+ *
+ * @example
+ * const worker = startWorker(runtime, { concurrency: 8 });
+ * process.once('SIGTERM', () => void worker.stop());
+ */
+export function startWorker(runtime: Runtime, options: WorkerOptions = {}): Worker {
+  const concurrency = options.concurrency ?? 4;
+  const pollMs = options.pollMs ?? 1000;
+  const sweepMs = options.sweepMs ?? 2000;
+  const log = options.log ?? silent;
+  const stopping = new AbortController();
+  const drives = new Set<Promise<void>>();
+  let wake: () => void = () => undefined;
+
+  const driveOne = async (run: RunRecord): Promise<void> => {
+    const fields = { runId: run.runId, tenantId: run.tenantId, epoch: run.leaseEpoch };
+    log.info({ ...fields, agent: run.agent, status: run.status }, 'claimed run');
+    try {
+      logEnd(log, fields, await runtime.driveClaimed(run));
+    } catch (error) {
+      log.error(
+        { ...fields, err: errorInfo(error) },
+        'drive failed; the run is recovered when its lease expires',
+      );
+    }
+  };
+
+  const loop = async (): Promise<void> => {
+    let lastSweep = 0;
+    while (!stopping.signal.aborted) {
+      let idle = true;
+      try {
+        if (Date.now() - lastSweep >= sweepMs) {
+          lastSweep = Date.now();
+          const requeued = await runtime.sweep();
+          if (requeued > 0) log.info({ requeued }, 'requeued waiting runs that nothing holds any more');
+        }
+        while (drives.size < concurrency && !stopping.signal.aborted) {
+          const run = await runtime.claimNext();
+          if (run === undefined) break;
+          idle = false;
+          const drive = driveOne(run).finally(() => {
+            drives.delete(drive);
+            wake();
+          });
+          drives.add(drive);
+        }
+      } catch (error) {
+        log.warn({ err: errorInfo(error) }, 'cannot reach the store; trying again');
+      }
+      if (!idle && drives.size < concurrency) continue;
+      await new Promise<void>((resolve) => {
+        wake = resolve;
+        void sleep(pollMs, undefined, { signal: stopping.signal }).then(resolve, resolve);
+      });
+    }
+    await Promise.allSettled([...drives]);
+  };
+
+  const done = loop();
+  return {
+    get active() {
+      return drives.size;
+    },
+    async stop() {
+      stopping.abort();
+      wake();
+      await done;
+    },
+    done,
+  };
+}
+
+function logEnd(log: WorkerLog, fields: Record<string, unknown>, end: DriveEnd): void {
+  if (end.kind === 'ended') log.info({ ...fields, status: end.status }, `run is ${end.status}`);
+  else log.warn({ ...fields, reason: end.reason }, 'stood down: another process holds the run');
+}
