@@ -1,0 +1,138 @@
+import { fileURLToPath } from 'node:url';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { loadConfig } from '../../src/config/index.js';
+import { BillingService } from '../../src/demo/billing-service.js';
+import type { RunRecord } from '../../src/run-state/index.js';
+import { openRuntime, type Runtime } from '../../src/runs/index.js';
+import { openStore, type Store } from '../../src/store/index.js';
+import { createTestDatabase, tempSqlitePath } from '../support/databases.js';
+import { OncelyProcess, waitFor } from '../support/processes.js';
+
+/*
+ * Two worker processes drive one run. Worker A reserves the credit and is frozen (SIGSTOP) before its
+ * request goes out, past its lease. Worker B claims the run with a higher epoch, asks the reconcile
+ * hook (nothing downstream yet), runs the call again under the same key and completes the run. Then
+ * A thaws: whatever it still sends carries the same key, its writes are fenced out, and it stands
+ * down. The billing service counts one credit.
+ */
+
+const CONFIG = fileURLToPath(new URL('fixture/one-credit.yaml', import.meta.url));
+const LEASE_MS = 600;
+const TENANT = 'acme';
+
+type Opened = { url: string; store: Store; cleanup(): Promise<void> };
+
+const STORES: [string, () => Promise<Opened>][] = [
+  [
+    'sqlite',
+    async () => {
+      const file = tempSqlitePath('two-drivers');
+      const url = `sqlite:${file.path}`;
+      const store = await openStore(url, { migrate: true });
+      return { url, store, cleanup: async () => (await store.close(), file.cleanup()) };
+    },
+  ],
+  [
+    'postgres',
+    async () => {
+      const db = await createTestDatabase('two_drivers');
+      const store = await openStore(db.url, { migrate: true });
+      return { url: db.url, store, cleanup: async () => (await store.close(), await db.drop()) };
+    },
+  ],
+];
+
+describe.each(STORES)('two worker processes driving one run on %s', (_name, open) => {
+  let opened: Opened;
+  let runtime: Runtime;
+  let billing: BillingService;
+  const processes: OncelyProcess[] = [];
+
+  beforeAll(async () => {
+    opened = await open();
+    billing = await BillingService.start();
+    const config = await loadConfig(CONFIG, { env: {} });
+    runtime = await openRuntime({ store: opened.store, agents: [...config.agents.values()] });
+  });
+
+  afterAll(async () => {
+    await Promise.all(processes.map((p) => p.kill()));
+    await runtime.close();
+    await billing.close();
+    await opened.cleanup();
+  });
+
+  const worker = (env: Record<string, string>): OncelyProcess => {
+    const p = new OncelyProcess(
+      [
+        'worker',
+        '-c',
+        CONFIG,
+        '--database-url',
+        opened.url,
+        '--lease-ms',
+        String(LEASE_MS),
+        '--poll-ms',
+        '50',
+      ],
+      { BILLING_URL: billing.url, ...env },
+    );
+    processes.push(p);
+    return p;
+  };
+
+  it('lets one of them drive: the frozen one stands down, one credit per key', async () => {
+    const { run } = await runtime.startRun({ tenantId: TENANT, agent: 'one-credit', input: 'go' });
+    const a = worker({ SLOW_MS: '2500' });
+    const reserved = await waitFor(
+      'worker A to reserve the credit',
+      async () => (await opened.store.ledger.list(TENANT, { runId: run.runId, limit: 1 }))[0],
+      20_000,
+      10,
+    );
+    a.child.kill('SIGSTOP');
+    await sleep(LEASE_MS * 2); // A's lease runs out while it is frozen
+
+    const b = worker({ SLOW_MS: '0' });
+    const done = await waitFor(
+      `run ${run.runId} to complete`,
+      async (): Promise<RunRecord | undefined> => {
+        const now = await opened.store.runs.get(TENANT, run.runId);
+        return now?.status === 'completed' ? now : undefined;
+      },
+      20_000,
+    );
+    expect(done.leaseEpoch).toBe(2);
+    expect(await b.stop()).toEqual({ code: 0, signal: null });
+
+    a.child.kill('SIGCONT');
+    await waitFor(
+      'worker A to stand down',
+      () => Promise.resolve(a.stderr.includes('stood down') ? true : undefined),
+      20_000,
+    );
+    expect(await a.stop()).toEqual({ code: 0, signal: null });
+
+    const key = reserved.idempotencyKey;
+    expect(billing.effectsFor(key)).toBe(1);
+    expect(billing.appliedFor(key)).toHaveLength(1);
+    const record = await opened.store.ledger.get(TENANT, key);
+    expect(record).toMatchObject({ status: 'completed', attempt: 2 });
+    const history = await opened.store.ledger.history(TENANT, key);
+    const moves = history.map((e) => `${e.kind}:${e.via ?? ''}:${e.from ?? ''}->${e.to ?? ''}`);
+    expect(moves.slice(0, 4)).toEqual([
+      'transition:reserve:->started', // A
+      'transition:reconcile:started->failed', // B's hook: nothing downstream yet
+      'transition:reserve:failed->started', // B, attempt 2, same key
+      'transition:outcome:started->completed', // B
+    ]);
+    // A, thawed: its request was aborted (lease lost) or deduplicated by the key; either way its
+    // outcome is recorded as ignored and changes nothing.
+    expect(moves.slice(4)).toHaveLength(1);
+    expect(moves[4]).toMatch(/^ignored:outcome:completed->(indeterminate|completed)$/);
+    expect(history.at(-1)?.actor.id).toBe(history[0]?.actor.id); // A's own, ignored
+    const final = await opened.store.runs.get(TENANT, run.runId);
+    expect(final).toMatchObject({ status: 'completed', leaseEpoch: 2, result: { text: 'Credited.' } });
+  });
+});

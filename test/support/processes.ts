@@ -1,0 +1,78 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { setTimeout as sleep } from 'node:timers/promises';
+
+export const ROOT = fileURLToPath(new URL('../../', import.meta.url));
+const CLI = fileURLToPath(new URL('../../dist/cli/main.js', import.meta.url));
+
+export interface Exit {
+  readonly code: number | null;
+  readonly signal: NodeJS.Signals | null;
+}
+
+/** A spawned `oncely` process (the built CLI), its output kept for assertions and failure messages. */
+export class OncelyProcess {
+  readonly child: ChildProcess;
+  readonly exited: Promise<Exit>;
+  stdout = '';
+  stderr = '';
+
+  constructor(args: readonly string[], env: Record<string, string | undefined>, cwd = ROOT) {
+    this.child = spawn(process.execPath, [CLI, ...args], {
+      cwd,
+      env: { ...process.env, ONCELY_CRASH_AT: undefined, ONCELY_CRASH_SKIP: undefined, ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    this.child.stdout?.on('data', (chunk: Buffer) => (this.stdout += chunk.toString('utf8')));
+    this.child.stderr?.on('data', (chunk: Buffer) => (this.stderr += chunk.toString('utf8')));
+    this.exited = new Promise((resolve) => {
+      this.child.once('exit', (code, signal) => resolve({ code, signal }));
+    });
+  }
+
+  get pid(): number {
+    const pid = this.child.pid;
+    if (pid === undefined) throw new Error('the process did not start');
+    return pid;
+  }
+
+  /** Waits for the exit, killing the process (and failing) if it takes longer than `ms`. */
+  async exit(ms: number): Promise<Exit> {
+    const timer = sleep(ms).then(() => 'timeout' as const);
+    const result = await Promise.race([this.exited, timer]);
+    if (result !== 'timeout') return result;
+    this.child.kill('SIGKILL');
+    await this.exited;
+    throw new Error(`process did not exit within ${ms} ms\nstderr:\n${this.stderr}\nstdout:\n${this.stdout}`);
+  }
+
+  /** SIGTERM, then wait for a graceful exit. */
+  async stop(ms = 20_000): Promise<Exit> {
+    if (this.child.exitCode === null && this.child.signalCode === null) this.child.kill('SIGTERM');
+    return this.exit(ms);
+  }
+
+  /** Kills it for good, whatever state it is in (a test's cleanup). */
+  async kill(): Promise<void> {
+    if (this.child.exitCode !== null || this.child.signalCode !== null) return;
+    this.child.kill('SIGCONT');
+    this.child.kill('SIGKILL');
+    await this.exited;
+  }
+}
+
+/** Polls `probe` until it returns a value other than undefined, or throws after `ms`. */
+export async function waitFor<T>(
+  what: string,
+  probe: () => Promise<T | undefined>,
+  ms: number,
+  everyMs = 50,
+): Promise<T> {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const value = await probe();
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error(`timed out after ${ms} ms waiting for ${what}`);
+    await sleep(everyMs);
+  }
+}
