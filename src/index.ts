@@ -73,3 +73,47 @@ export {
   type SchemaState,
   type MigrationReport,
 } from './store/index.js';
+export {
+  defineAgent,
+  ON_INDETERMINATE,
+  DEFAULT_MAX_STEPS,
+  type Agent,
+  type AgentDefinition,
+  type OnIndeterminate,
+} from './agents/index.js';
+export {
+  scriptedModel,
+  callModel,
+  createModel,
+  type Script,
+  type ScriptStep,
+  type ScriptToolCall,
+  type ScriptedModel,
+  type ModelTurn,
+  type ModelToolCall,
+} from './models/index.js';
+export { loadConfig, type OncelyConfig, type LoadConfigOptions } from './config/index.js';
+export {
+  Runtime,
+  openRuntime,
+  DEFAULT_LEASE_MS,
+  type RuntimeOptions,
+  type StartRunRequest,
+  type RecoveredRun,
+  type DriveEnd,
+  type ApprovalDecision,
+} from './runs/index.js';
+export { startWorker, type Worker, type WorkerOptions, type WorkerLog } from './worker/index.js';
+export {
+  RUN_STATUSES,
+  HEARD_KINDS,
+  type RunStatus,
+  type RunRecord,
+  type RunEvent,
+  type Checkpoint,
+  type PendingCall,
+  type HeardResult,
+  type HeardKind,
+  type ApprovalRecord,
+  type ApprovalStatus,
+} from './run-state/index.js';

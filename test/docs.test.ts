@@ -2,7 +2,9 @@ import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { ERROR_CODES } from '../src/errors/index.js';
+import { CRASH_POINTS } from '../src/crash/index.js';
 import { TRANSITIONS } from '../src/ledger/index.js';
+import * as heard from '../src/runs/heard.js';
 
 const read = (path: string): string => readFileSync(new URL(`../${path}`, import.meta.url), 'utf8');
 
@@ -37,5 +39,32 @@ describe('docs stay true to the code', () => {
       encoding: 'utf8',
     });
     expect(output.trim()).toBe('completed completed ledger 1');
+  });
+
+  it('docs/runs.md shows exactly what the model hears, as the code makes it', () => {
+    const doc = read('docs/runs.md');
+    const samples = [
+      heard.heardCompleted({ creditId: 'cr_81f2' }),
+      heard.heardReplayed({ creditId: 'cr_81f2' }),
+      heard.heardNotAttempted('the billing token expired; refresh it'),
+      heard.heardDidNotTakeEffect('no credit under this key in the billing console', {
+        kind: 'operator',
+        id: 'ops-ana',
+      }),
+      heard.heardCompensated({ creditId: 'cr_81f2' }, 'credited the wrong account'),
+      heard.heardRejected('over the refund limit for this customer'),
+      heard.heardInvalidCall('there is no tool named "refund"; the tools are: issue_credit, lookup_order'),
+      heard.heardReadFailed('read failed after 3 tries: connect ECONNREFUSED 127.0.0.1:8080'),
+    ];
+    for (const sample of samples) {
+      expect(doc).toContain(
+        `${sample.kind.padEnd(20)} ${JSON.stringify({ type: sample.type, value: sample.value })}`,
+      );
+    }
+  });
+
+  it('docs/drills.md lists exactly the crash points of the code', () => {
+    const rows = [...read('docs/drills.md').matchAll(/^\|\s*`([a-z]+\.[a-z-]+)`\s*\|/gm)].map((m) => m[1]);
+    expect(rows).toEqual([...CRASH_POINTS]);
   });
 });
