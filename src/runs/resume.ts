@@ -2,6 +2,7 @@ import { reconcileHookOf, reconcileRecord, type Ledger } from '../calls/index.js
 import { errorInfo } from '../errors/index.js';
 import { isUnknownStatus, type ToolExecutionRecord } from '../ledger/index.js';
 import type { PendingCall, RunRecord } from '../run-state/index.js';
+import type { WaitingCursor } from '../store/index.js';
 import type { Tool } from '../tools/index.js';
 
 /** What a waiting run still waits for: unknown calls, or approvals not yet decided. */
@@ -62,10 +63,12 @@ export interface SweepOptions {
   /** A hook is asked about a call at most this often; it is a read, but of someone else's system. */
   readonly reconcileEveryMs?: number;
   readonly lastAsked?: Map<string, number>;
+  /** Where the previous sweep stopped, per status: each sweep looks at the next page, then wraps. */
+  readonly cursors?: Map<string, WaitingCursor>;
 }
 
 /**
- * One pass over the waiting runs of every tenant: asks the reconcile hooks of paused runs' unknown
+ * One pass over (a page of) the waiting runs of every tenant: asks the reconcile hooks of paused runs' unknown
  * calls again (at most every `reconcileEveryMs`), and requeues every run nothing holds any more.
  * Returns the number of runs requeued.
  */
@@ -73,8 +76,13 @@ export async function sweepWaiting(options: SweepOptions): Promise<number> {
   const { ledger } = options;
   const batch = options.batch ?? 100;
   let requeued = 0;
+  const cursors = options.cursors ?? new Map<string, WaitingCursor>();
   for (const status of ['awaiting_reconciliation', 'awaiting_approval'] as const) {
-    for (const run of await ledger.store.runs.listWaiting(status, batch)) {
+    const page = await ledger.store.runs.listWaiting(status, batch, cursors.get(status));
+    const last = page.at(-1);
+    if (page.length < batch || last === undefined) cursors.delete(status);
+    else cursors.set(status, { at: last.updatedAt, tenantId: last.tenantId, runId: last.runId });
+    for (const run of page) {
       if (status === 'awaiting_reconciliation') await askHooks(options, run);
       if (await resumeIfReady(ledger, run.tenantId, run.runId)) requeued += 1;
     }

@@ -20,7 +20,7 @@ import {
   type ToolExecutionRecord,
 } from '../ledger/index.js';
 import type { ApprovalRecord, RunRecord } from '../run-state/index.js';
-import { openStore, type Store } from '../store/index.js';
+import { openStore, type Store, type WaitingCursor } from '../store/index.js';
 import type { Tool } from '../tools/index.js';
 import { decideApproval, type ApprovalDecision } from './decisions.js';
 import { RunDriver, type DriveEnd } from './driver.js';
@@ -78,6 +78,7 @@ export class Runtime {
   readonly #ownsStore: boolean;
   readonly #reconcileEveryMs: number;
   readonly #lastAsked = new Map<string, number>();
+  readonly #sweepCursors = new Map<string, WaitingCursor>();
   readonly #drives = new Set<Promise<DriveEnd>>();
   #closed = false;
 
@@ -194,6 +195,7 @@ export class Runtime {
       tools: this.tools,
       reconcileEveryMs: this.#reconcileEveryMs,
       lastAsked: this.#lastAsked,
+      cursors: this.#sweepCursors,
     });
   }
 

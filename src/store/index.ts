@@ -25,4 +25,5 @@ export type {
   RunListFilter,
   NewApproval,
   ApprovalListFilter,
+  WaitingCursor,
 } from './run-store.js';

@@ -35,6 +35,13 @@ export interface SaveCheckpointRequest {
   readonly events?: readonly { type: string; data: JsonValue }[];
 }
 
+/** A position in the waiting runs' order. */
+export interface WaitingCursor {
+  readonly at: string;
+  readonly tenantId: string;
+  readonly runId: string;
+}
+
 export interface RunListFilter {
   readonly statuses?: readonly RunStatus[];
   readonly agent?: string;
@@ -83,8 +90,11 @@ export interface RunStore {
   requeue(tenantId: string, runId: string, from: readonly RunStatus[], reason: string): Promise<boolean>;
   /** Cancels a run that is not final; bumps the epoch so whoever drives it stands down. */
   cancel(tenantId: string, runId: string, reason: string, actorId: string): Promise<RunRecord | undefined>;
-  /** Runs in a waiting status, across tenants, least recently touched first (for the resume sweep). */
-  listWaiting(status: RunStatus, limit: number): Promise<RunRecord[]>;
+  /**
+   * Runs in a waiting status, across tenants, in (updatedAt, tenantId, runId) order, strictly after
+   * `after` when given: the resume sweep pages through all of them, not only the oldest.
+   */
+  listWaiting(status: RunStatus, limit: number, after?: WaitingCursor): Promise<RunRecord[]>;
   appendEvent(tenantId: string, runId: string, type: string, data: JsonValue): Promise<void>;
   events(tenantId: string, runId: string, afterId: number, limit: number): Promise<RunEvent[]>;
 

@@ -152,6 +152,36 @@ describe.each(STORES)('run storage on %s', (name, open) => {
     expect(types).toEqual(['run.created', 'run.claimed', 'run.status', 'run.status', 'run.claimed']);
   });
 
+  it('pages through the waiting runs in (updatedAt, tenant, run) order', async () => {
+    const waiting: string[] = [];
+    for (let i = 0; i < 3; i++) {
+      const run = await create();
+      const claimed = await store.runs.claim('t1', run.runId, 'w1', 30_000);
+      const fence = {
+        tenantId: 't1',
+        runId: run.runId,
+        leaseEpoch: claimed?.leaseEpoch ?? -1,
+        checkpointVersion: 1,
+      };
+      expect(await store.runs.saveCheckpoint({ fence, checkpoint: EMPTY, status: 'awaiting_approval' })).toBe(
+        2,
+      );
+      waiting.push(run.runId);
+    }
+    const seen: string[] = [];
+    let after: { at: string; tenantId: string; runId: string } | undefined;
+    for (let page = 0; page < 50; page++) {
+      const rows = await store.runs.listWaiting('awaiting_approval', 2, after);
+      if (rows.length === 0) break;
+      seen.push(...rows.map((r) => r.runId));
+      const last = rows.at(-1);
+      if (last === undefined) break;
+      after = { at: last.updatedAt, tenantId: last.tenantId, runId: last.runId };
+    }
+    expect(seen.filter((id) => waiting.includes(id))).toEqual(waiting);
+    expect(new Set(seen).size).toBe(seen.length);
+  });
+
   it('claims the next queued run once across connections', async () => {
     const ids = [await create(), await create(), await create()].map((r) => r.runId);
     const claimed = await Promise.all(

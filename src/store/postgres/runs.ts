@@ -14,6 +14,7 @@ import type {
   RunListFilter,
   RunStore,
   SaveCheckpointRequest,
+  WaitingCursor,
 } from '../run-store.js';
 import {
   releasesLease,
@@ -237,10 +238,12 @@ export class PostgresRuns implements RunStore {
     return rows[0] === undefined ? undefined : toRun(rows[0]);
   }
 
-  async listWaiting(status: RunStatus, limit: number): Promise<RunRecord[]> {
+  async listWaiting(status: RunStatus, limit: number, after?: WaitingCursor): Promise<RunRecord[]> {
     const { rows } = await this.db.query<RunRow>(
-      'SELECT * FROM runs WHERE status = $1 ORDER BY updated_at LIMIT $2',
-      [status, limit],
+      `SELECT * FROM runs WHERE status = $1
+         AND ($3::timestamptz IS NULL OR (updated_at, tenant_id, run_id) > ($3::timestamptz, $4, $5))
+       ORDER BY updated_at, tenant_id, run_id LIMIT $2`,
+      [status, limit, after?.at ?? null, after?.tenantId ?? null, after?.runId ?? null],
     );
     return rows.map(toRun);
   }

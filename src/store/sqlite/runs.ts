@@ -15,6 +15,7 @@ import type {
   RunListFilter,
   RunStore,
   SaveCheckpointRequest,
+  WaitingCursor,
 } from '../run-store.js';
 import {
   releasesLease,
@@ -244,11 +245,21 @@ export class SqliteRuns implements RunStore {
     );
   }
 
-  listWaiting(status: RunStatus, limit: number): Promise<RunRecord[]> {
+  listWaiting(status: RunStatus, limit: number, after?: WaitingCursor): Promise<RunRecord[]> {
     return settle(() =>
       this.db
-        .prepare<[string, number], RunRow>('SELECT * FROM runs WHERE status = ? ORDER BY updated_at LIMIT ?')
-        .all(status, limit)
+        .prepare<[Record<string, unknown>], RunRow>(
+          `SELECT * FROM runs WHERE status = @status
+             AND (@at IS NULL OR (updated_at, tenant_id, run_id) > (@at, @tenantId, @runId))
+           ORDER BY updated_at, tenant_id, run_id LIMIT @limit`,
+        )
+        .all({
+          status,
+          limit,
+          at: after?.at ?? null,
+          tenantId: after?.tenantId ?? null,
+          runId: after?.runId ?? null,
+        })
         .map(toRun),
     );
   }
