@@ -8,9 +8,22 @@ import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import pg from 'pg';
 import { z } from 'zod';
-import { defineTool, executeToolCall, executeToolCalls, external, Ledger, openStore } from '../src/index.js';
+import {
+  defineAgent,
+  defineTool,
+  executeToolCall,
+  executeToolCalls,
+  external,
+  Ledger,
+  openRuntime,
+  openStore,
+  scriptedModel,
+  type Store,
+} from '../src/index.js';
 
 const CALLS = Number(process.env.BENCH_CALLS ?? 2_000);
+const RUN_STEPS = 10;
+const STEP_CALLS = 8;
 const CONCURRENCY = 16;
 
 const tool = defineTool({
@@ -100,10 +113,42 @@ async function benchStore(label: string, url: string): Promise<Row[]> {
         ),
       ),
     );
+    rows.push(await benchRuns(label, store));
   } finally {
     await ledger.close();
   }
   return rows;
+}
+
+/**
+ * The run loop: runs of RUN_STEPS model steps, each asking for STEP_CALLS parallel calls. A step is a
+ * model call, its checkpoint, one reservation transaction and one transaction for all outcomes and
+ * the next checkpoint. Reported per step; latency is one whole run.
+ */
+async function benchRuns(label: string, store: Store): Promise<Row> {
+  const step = {
+    toolCalls: Array.from({ length: STEP_CALLS }, (_, n) => ({ toolName: tool.name, input: { n } })),
+  };
+  const model = scriptedModel([...Array.from({ length: RUN_STEPS }, () => step), { text: 'done' }]);
+  const agent = defineAgent({
+    name: 'bench',
+    instructions: 'bench',
+    model,
+    tools: [tool],
+    maxSteps: RUN_STEPS + 1,
+  });
+  const runtime = await openRuntime({ store, agents: [agent], owner: 'bench' });
+  const runs = Math.max(1, Math.floor(CALLS / (RUN_STEPS * STEP_CALLS)));
+  try {
+    const row = await measure(label, `run loop, steps of ${STEP_CALLS} calls`, runs, 4, async () => {
+      const { run } = await runtime.startRun({ tenantId: 'bench', agent: 'bench', input: 'go' });
+      const done = await runtime.drive('bench', run.runId);
+      if (done.status !== 'completed') throw new Error(`bench run ended ${done.status}`);
+    });
+    return { ...row, ops: runs * RUN_STEPS, perSecond: Math.round((runs * RUN_STEPS) / row.seconds) };
+  } finally {
+    await runtime.close();
+  }
 }
 
 async function main(): Promise<void> {
