@@ -1,12 +1,9 @@
 import { fileURLToPath } from 'node:url';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { loadConfig } from '../../src/config/index.js';
+import { describe, expect, it } from 'vitest';
 import { isFinalRunStatus, type RunRecord } from '../../src/run-state/index.js';
-import { openRuntime, type Runtime } from '../../src/runs/index.js';
-import { openStore, type Store } from '../../src/store/index.js';
-import { BillingService } from '../../src/demo/billing-service.js';
-import { createTestDatabase, tempSqlitePath } from '../support/databases.js';
-import { OncelyProcess, waitFor } from '../support/processes.js';
+import { waitFor } from '../support/processes.js';
+import { STORE_KINDS } from '../support/stores.js';
+import { useCrashHarness } from './harness.js';
 
 /*
  * For each named crash point: an `oncely worker` process armed to SIGKILL itself there drives a run
@@ -42,72 +39,14 @@ const SCENARIOS: Scenario[] = [
   { point: 'tool.after-record', what: 'after the outcomes and checkpoint committed' },
 ];
 
-type Opened = { url: string; store: Store; cleanup(): Promise<void> };
-
-const STORES: [string, () => Promise<Opened>][] = [
-  [
-    'sqlite',
-    async () => {
-      const file = tempSqlitePath('crash');
-      const url = `sqlite:${file.path}`;
-      const store = await openStore(url, { migrate: true });
-      return { url, store, cleanup: async () => (await store.close(), file.cleanup()) };
-    },
-  ],
-  [
-    'postgres',
-    async () => {
-      const db = await createTestDatabase('crash');
-      const store = await openStore(db.url, { migrate: true });
-      return { url: db.url, store, cleanup: async () => (await store.close(), await db.drop()) };
-    },
-  ],
-];
-
-describe.each(STORES)('crash points on %s', (_name, open) => {
-  let opened: Opened;
-  let runtime: Runtime;
-  let billing: BillingService;
-  const processes: OncelyProcess[] = [];
-
-  beforeAll(async () => {
-    opened = await open();
-    billing = await BillingService.start();
-    const config = await loadConfig(CONFIG, { env: {} });
-    runtime = await openRuntime({ store: opened.store, agents: [...config.agents.values()] });
-  });
-
-  afterAll(async () => {
-    await Promise.all(processes.map((p) => p.kill()));
-    await runtime.close();
-    await billing.close();
-    await opened.cleanup();
-  });
-
-  const worker = (env: Record<string, string> = {}): OncelyProcess => {
-    const p = new OncelyProcess(
-      [
-        'worker',
-        '-c',
-        CONFIG,
-        '--database-url',
-        opened.url,
-        '--lease-ms',
-        String(LEASE_MS),
-        '--poll-ms',
-        '50',
-      ],
-      { BILLING_URL: billing.url, ONCELY_LOG_LEVEL: 'warn', ...env },
-    );
-    processes.push(p);
-    return p;
-  };
+describe.each(STORE_KINDS)('crash points on %s', (kind) => {
+  const h = useCrashHarness(kind, CONFIG, LEASE_MS);
 
   const settled = (runId: string): Promise<RunRecord> =>
     waitFor(
       `run ${runId} to end`,
       async () => {
-        const run = await opened.store.runs.get(TENANT, runId);
+        const run = await h.opened.store.runs.get(TENANT, runId);
         return run !== undefined && (isFinalRunStatus(run.status) || run.status.startsWith('awaiting'))
           ? run
           : undefined;
@@ -116,9 +55,9 @@ describe.each(STORES)('crash points on %s', (_name, open) => {
     );
 
   it.each(SCENARIOS)('killed at $point ($what): recovered, one effect per key', async (scenario) => {
-    const { run } = await runtime.startRun({ tenantId: TENANT, agent: 'crash-agent', input: 'go' });
+    const { run } = await h.runtime.startRun({ tenantId: TENANT, agent: 'crash-agent', input: 'go' });
 
-    const doomed = worker({
+    const doomed = h.worker({
       ONCELY_CRASH_AT: scenario.point,
       ONCELY_CRASH_SKIP: String(scenario.skip ?? 0),
     });
@@ -126,21 +65,21 @@ describe.each(STORES)('crash points on %s', (_name, open) => {
     expect(death, doomed.stderr).toEqual({ code: null, signal: 'SIGKILL' });
     expect(doomed.stderr).toContain(`crash point ${scenario.point} armed`);
 
-    const rescuer = worker();
+    const rescuer = h.worker({ ONCELY_LOG_LEVEL: 'warn' });
     const final = await settled(run.runId);
     expect(await rescuer.stop()).toEqual({ code: 0, signal: null });
 
     expect(final.status, JSON.stringify(final.error)).toBe('completed');
     expect(final.leaseEpoch).toBeGreaterThanOrEqual(2); // a fresh process took it over
-    const records = await opened.store.ledger.list(TENANT, { runId: run.runId, limit: 10 });
+    const records = await h.opened.store.ledger.list(TENANT, { runId: run.runId, limit: 10 });
     expect(records.map((r) => [r.toolName, r.status]).sort()).toEqual([
       ['charge_unkeyed', 'completed'],
       ['credit_keyed', 'completed'],
     ]);
     for (const record of records) {
       // The billing service's own count: one credit under the key, one charge under the reference.
-      expect(billing.effectsFor(record.idempotencyKey), record.idempotencyKey).toBe(1);
-      expect(billing.appliedFor(record.idempotencyKey)).toHaveLength(1);
+      expect(h.billing.effectsFor(record.idempotencyKey), record.idempotencyKey).toBe(1);
+      expect(h.billing.appliedFor(record.idempotencyKey)).toHaveLength(1);
     }
     const told = final.checkpoint.messages.filter((m) => (m as { role: string }).role === 'tool');
     expect(told).toHaveLength(1);

@@ -1,13 +1,10 @@
 import { fileURLToPath } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { loadConfig } from '../../src/config/index.js';
-import { BillingService } from '../../src/demo/billing-service.js';
+import { describe, expect, it } from 'vitest';
 import type { RunRecord } from '../../src/run-state/index.js';
-import { openRuntime, type Runtime } from '../../src/runs/index.js';
-import { openStore, type Store } from '../../src/store/index.js';
-import { createTestDatabase, tempSqlitePath } from '../support/databases.js';
-import { OncelyProcess, waitFor } from '../support/processes.js';
+import { waitFor } from '../support/processes.js';
+import { STORE_KINDS } from '../support/stores.js';
+import { useCrashHarness } from './harness.js';
 
 /*
  * Two worker processes drive one run. Worker A reserves the credit and is frozen (SIGSTOP) before its
@@ -21,84 +18,26 @@ const CONFIG = fileURLToPath(new URL('fixture/one-credit.yaml', import.meta.url)
 const LEASE_MS = 600;
 const TENANT = 'acme';
 
-type Opened = { url: string; store: Store; cleanup(): Promise<void> };
-
-const STORES: [string, () => Promise<Opened>][] = [
-  [
-    'sqlite',
-    async () => {
-      const file = tempSqlitePath('two-drivers');
-      const url = `sqlite:${file.path}`;
-      const store = await openStore(url, { migrate: true });
-      return { url, store, cleanup: async () => (await store.close(), file.cleanup()) };
-    },
-  ],
-  [
-    'postgres',
-    async () => {
-      const db = await createTestDatabase('two_drivers');
-      const store = await openStore(db.url, { migrate: true });
-      return { url: db.url, store, cleanup: async () => (await store.close(), await db.drop()) };
-    },
-  ],
-];
-
-describe.each(STORES)('two worker processes driving one run on %s', (_name, open) => {
-  let opened: Opened;
-  let runtime: Runtime;
-  let billing: BillingService;
-  const processes: OncelyProcess[] = [];
-
-  beforeAll(async () => {
-    opened = await open();
-    billing = await BillingService.start();
-    const config = await loadConfig(CONFIG, { env: {} });
-    runtime = await openRuntime({ store: opened.store, agents: [...config.agents.values()] });
-  });
-
-  afterAll(async () => {
-    await Promise.all(processes.map((p) => p.kill()));
-    await runtime.close();
-    await billing.close();
-    await opened.cleanup();
-  });
-
-  const worker = (env: Record<string, string>): OncelyProcess => {
-    const p = new OncelyProcess(
-      [
-        'worker',
-        '-c',
-        CONFIG,
-        '--database-url',
-        opened.url,
-        '--lease-ms',
-        String(LEASE_MS),
-        '--poll-ms',
-        '50',
-      ],
-      { BILLING_URL: billing.url, ...env },
-    );
-    processes.push(p);
-    return p;
-  };
+describe.each(STORE_KINDS)('two worker processes driving one run on %s', (kind) => {
+  const h = useCrashHarness(kind, CONFIG, LEASE_MS);
 
   it('lets one of them drive: the frozen one stands down, one credit per key', async () => {
-    const { run } = await runtime.startRun({ tenantId: TENANT, agent: 'one-credit', input: 'go' });
-    const a = worker({ SLOW_MS: '2500' });
+    const { run } = await h.runtime.startRun({ tenantId: TENANT, agent: 'one-credit', input: 'go' });
+    const a = h.worker({ SLOW_MS: '2500' });
     const reserved = await waitFor(
       'worker A to reserve the credit',
-      async () => (await opened.store.ledger.list(TENANT, { runId: run.runId, limit: 1 }))[0],
+      async () => (await h.opened.store.ledger.list(TENANT, { runId: run.runId, limit: 1 }))[0],
       20_000,
       10,
     );
     a.child.kill('SIGSTOP');
     await sleep(LEASE_MS * 2); // A's lease runs out while it is frozen
 
-    const b = worker({ SLOW_MS: '0' });
+    const b = h.worker({ SLOW_MS: '0' });
     const done = await waitFor(
       `run ${run.runId} to complete`,
       async (): Promise<RunRecord | undefined> => {
-        const now = await opened.store.runs.get(TENANT, run.runId);
+        const now = await h.opened.store.runs.get(TENANT, run.runId);
         return now?.status === 'completed' ? now : undefined;
       },
       20_000,
@@ -115,11 +54,11 @@ describe.each(STORES)('two worker processes driving one run on %s', (_name, open
     expect(await a.stop()).toEqual({ code: 0, signal: null });
 
     const key = reserved.idempotencyKey;
-    expect(billing.effectsFor(key)).toBe(1);
-    expect(billing.appliedFor(key)).toHaveLength(1);
-    const record = await opened.store.ledger.get(TENANT, key);
+    expect(h.billing.effectsFor(key)).toBe(1);
+    expect(h.billing.appliedFor(key)).toHaveLength(1);
+    const record = await h.opened.store.ledger.get(TENANT, key);
     expect(record).toMatchObject({ status: 'completed', attempt: 2 });
-    const history = await opened.store.ledger.history(TENANT, key);
+    const history = await h.opened.store.ledger.history(TENANT, key);
     const moves = history.map((e) => `${e.kind}:${e.via ?? ''}:${e.from ?? ''}->${e.to ?? ''}`);
     expect(moves.slice(0, 4)).toEqual([
       'transition:reserve:->started', // A
@@ -132,7 +71,7 @@ describe.each(STORES)('two worker processes driving one run on %s', (_name, open
     expect(moves.slice(4)).toHaveLength(1);
     expect(moves[4]).toMatch(/^ignored:outcome:completed->(indeterminate|completed)$/);
     expect(history.at(-1)?.actor.id).toBe(history[0]?.actor.id); // A's own, ignored
-    const final = await opened.store.runs.get(TENANT, run.runId);
+    const final = await h.opened.store.runs.get(TENANT, run.runId);
     expect(final).toMatchObject({ status: 'completed', leaseEpoch: 2, result: { text: 'Credited.' } });
   });
 });
