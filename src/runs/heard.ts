@@ -9,8 +9,7 @@ import type { ApprovalRecord, HeardResult } from '../run-state/index.js';
  */
 
 export const NOTES = {
-  replayed:
-    'This call had already taken effect before the run was restarted; this is its recorded result. It was not run again.',
+  replayed: 'This call had already taken effect; this is its recorded result. It was not run again.',
   notAttempted:
     'The tool refused before sending anything, so this call did not take effect. It is safe to call again once the cause is fixed.',
   didNotTakeEffect: 'This call did not take effect: nothing was changed.',

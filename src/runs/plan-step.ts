@@ -1,5 +1,11 @@
 import { isOncelyError } from '../errors/index.js';
-import { prepareCall, type Ledger, type PreparedCall } from '../calls/index.js';
+import {
+  outcomeOfRecord,
+  prepareCall,
+  type Ledger,
+  type PreparedCall,
+  type ToolCallOutcome,
+} from '../calls/index.js';
 import type { ToolExecutionRecord } from '../ledger/index.js';
 import type { ApprovalRecord, HeardResult, PendingCall } from '../run-state/index.js';
 import type { NewApproval } from '../store/index.js';
@@ -7,6 +13,7 @@ import type { Tool } from '../tools/index.js';
 import {
   heardCompensated,
   heardInvalidCall,
+  heardOf,
   heardOfFailed,
   heardOfRejection,
   heardRejected,
@@ -24,6 +31,11 @@ export interface StepPlan {
   readonly newApprovals: readonly NewApproval[];
   /** Calls waiting for an operator's decision. */
   readonly awaiting: ReadonlySet<string>;
+  /**
+   * Unknown calls that can no longer be made as given (their tool was renamed or its schema changed
+   * since they were reserved): they stay unknown, to be settled by an operator.
+   */
+  readonly standing: ReadonlyMap<string, ToolCallOutcome>;
 }
 
 export interface PlanContext {
@@ -49,6 +61,7 @@ export async function planStep(context: PlanContext, calls: readonly PendingCall
   const consume: PreparedCall[] = [];
   const newApprovals: NewApproval[] = [];
   const awaiting = new Set<string>();
+  const standing = new Map<string, ToolCallOutcome>();
   const records = context.fresh ? new Map<string, ToolExecutionRecord>() : await readRecords(context, calls);
   const approvals = context.fresh ? new Map<string, ApprovalRecord>() : await readApprovals(context, calls);
 
@@ -61,11 +74,20 @@ export async function planStep(context: PlanContext, calls: readonly PendingCall
       continue;
     }
     const prepared = prepare(context, call);
+    const record = records.get(id);
+    if (record !== undefined && ('invalid' in prepared || !sameCall(prepared, record))) {
+      // A deploy since changed the tool (renamed, or its schema parses the input otherwise): the call
+      // as it was made stands in the ledger. The model hears what it came to — never "nothing was
+      // changed" about a call that took effect or may have — and it is not run again as another call.
+      const told = await recordedHeard(context, record);
+      if (told !== undefined) heard.set(id, told);
+      else standing.set(id, outcomeOfRecord(record));
+      continue;
+    }
     if ('invalid' in prepared) {
       heard.set(id, heardInvalidCall(prepared.invalid));
       continue;
     }
-    const record = records.get(id);
     if (record !== undefined) {
       const settled = await settledMeanwhile(context, record);
       if (settled === undefined) ready.push(prepared);
@@ -94,7 +116,7 @@ export async function planStep(context: PlanContext, calls: readonly PendingCall
       throw new Error(`approval of ${approval.idempotencyKey} was consumed but the call has no record`);
     }
   }
-  return { heard, ready, consume, newApprovals, awaiting };
+  return { heard, ready, consume, newApprovals, awaiting, standing };
 }
 
 function prepare(context: PlanContext, call: PendingCall): PreparedCall | { invalid: string } {
@@ -132,6 +154,19 @@ async function settledMeanwhile(
   if (record.status === 'compensated') return compensatedHeard(context, record);
   if (record.status === 'failed' && record.settledBy?.kind !== 'reconcile') return heardOfFailed(record);
   return undefined;
+}
+
+function sameCall(call: PreparedCall, record: ToolExecutionRecord): boolean {
+  return record.argsDigest === call.request.argsDigest && record.toolName === call.request.toolName;
+}
+
+/** A record told as it stands; undefined while it is unknown. */
+async function recordedHeard(
+  context: PlanContext,
+  record: ToolExecutionRecord,
+): Promise<HeardResult | undefined> {
+  if (record.status === 'compensated') return compensatedHeard(context, record);
+  return heardOf(outcomeOfRecord(record), null);
 }
 
 async function compensatedHeard(context: PlanContext, record: ToolExecutionRecord): Promise<HeardResult> {

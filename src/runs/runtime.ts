@@ -9,11 +9,12 @@ import {
   type CompensationOutcome,
   type ResolveRequest,
 } from '../calls/index.js';
-import { OncelyError, isOncelyError } from '../errors/index.js';
+import { OncelyError, errorInfo, isOncelyError } from '../errors/index.js';
 import {
   assertTenantId,
   canonicalJson,
   isValidId,
+  type ErrorInfo,
   parseKey,
   toJsonValue,
   type JsonValue,
@@ -53,10 +54,11 @@ export interface StartRunRequest {
   readonly runId?: string;
 }
 
+/** A run `recover()` drove: how its drive ended, or the error it threw (its lease then expires). */
 export interface RecoveredRun {
   readonly tenantId: string;
   readonly runId: string;
-  readonly end: DriveEnd;
+  readonly end: DriveEnd | { readonly kind: 'error'; readonly error: ErrorInfo };
 }
 
 /**
@@ -183,7 +185,13 @@ export class Runtime {
     while (driven.length < limit) {
       const run = await this.claimNext();
       if (run === undefined) break;
-      driven.push({ tenantId: run.tenantId, runId: run.runId, end: await this.driveClaimed(run) });
+      const which = { tenantId: run.tenantId, runId: run.runId };
+      try {
+        driven.push({ ...which, end: await this.driveClaimed(run) });
+      } catch (error) {
+        // One run's failure does not stop the others; this one is claimable again when its lease expires.
+        driven.push({ ...which, end: { kind: 'error', error: errorInfo(error) } });
+      }
     }
     return driven;
   }

@@ -11,7 +11,7 @@ import {
   type ToolCallOutcome,
 } from '../calls/index.js';
 import { crashPoint } from '../crash/index.js';
-import { OncelyError } from '../errors/index.js';
+import { OncelyError, errorInfo } from '../errors/index.js';
 import type { JsonValue } from '../ledger/index.js';
 import type { Checkpoint, PendingCall } from '../run-state/index.js';
 import type { StoreTx, TransitionResult } from '../store/index.js';
@@ -77,10 +77,32 @@ async function execute(driver: RunDriver, plan: StepPlan): Promise<Map<string, C
     if (s?.status === 'fulfilled') progress.set(call.request.toolCallId, s.value);
   });
   if (failure !== undefined) {
-    // Outcomes already in hand are kept by the ledger's `started` records; recovery settles them.
+    // The step cannot go on, but the outcomes in hand are the truth: left `started`, a call that
+    // completed would look unknown to whoever replays the step.
+    await recordInHand(driver, progress);
     throw failure.reason;
   }
   return progress;
+}
+
+/** Records the outcomes of the calls executed in this pass on their own, without a checkpoint. */
+async function recordInHand(driver: RunDriver, progress: Map<string, CallProgress>): Promise<void> {
+  const { ledger } = driver;
+  for (const p of progress.values()) {
+    if (p.kind !== 'executed') continue;
+    try {
+      const plan = recordPlanOf(ledger, p);
+      const written = await ledger.store.ledger.transition(
+        outcomeTransition(ledger.actor, p.record, p.attempt, plan.resultReference),
+      );
+      afterWrite(ledger, p, written);
+    } catch (error) {
+      // Still `started`: recovery asks the reconcile hook, or an operator settles it.
+      process.emitWarning(
+        `oncely: could not record the outcome of ${p.record.idempotencyKey}: ${errorInfo(error).message}`,
+      );
+    }
+  }
 }
 
 /**
@@ -128,7 +150,7 @@ async function commit(
 ): Promise<DriveEnd | undefined | 'again'> {
   const writes: [Executed, TransitionResult][] = [];
   const result = await driver.ledger.store.transaction(async (tx) => {
-    const outcomes = new Map<string, ToolCallOutcome>();
+    const outcomes = new Map<string, ToolCallOutcome>(plan.standing);
     for (const [id, p] of progress) {
       if (p.kind === 'settled') {
         outcomes.set(id, p.outcome);
@@ -188,12 +210,6 @@ function tell(
     }
     return call;
   });
-  for (const approval of plan.newApprovals) {
-    events.push({
-      type: 'approval.requested',
-      data: { key: approval.idempotencyKey, toolName: approval.toolName },
-    });
-  }
   return { calls: told, askable, unknown, events };
 }
 
@@ -214,16 +230,18 @@ async function decide(
     }
     if (driver.agent.toolPolicy.onIndeterminate === 'fail') return failUnknown(driver, tx, waiting, told);
     const reason = unknownReason(driver, told.unknown);
+    const events = [...told.events, ...approvalEvents(plan)];
     return withApprovals(
       tx,
       plan,
-      await driver.end(tx, waiting, 'awaiting_reconciliation', { ...extras, reason }),
+      await driver.end(tx, waiting, 'awaiting_reconciliation', { events, reason }),
     );
   }
   if (plan.awaiting.size > 0) {
     const keys = [...plan.awaiting].map((id) => `${driver.run.runId}:${id}`);
     const reason = `waiting for an operator to approve or reject ${keys.join(', ')}`;
-    return withApprovals(tx, plan, await driver.end(tx, waiting, 'awaiting_approval', { ...extras, reason }));
+    const events = [...told.events, ...approvalEvents(plan)];
+    return withApprovals(tx, plan, await driver.end(tx, waiting, 'awaiting_approval', { events, reason }));
   }
   const next: Checkpoint = {
     messages: [...checkpoint.messages, toolMessage(told.calls)],
@@ -231,6 +249,17 @@ async function decide(
     pending: null,
   };
   return (await driver.save(tx, next, 'running', extras)) ? undefined : driver.standDown();
+}
+
+/**
+ * Announces the step's approvals; only with the checkpoint that asks for them, never with a pass that
+ * asks again later or a run that fails, so each is announced once and only once it exists.
+ */
+function approvalEvents(plan: StepPlan): { type: string; data: JsonValue }[] {
+  return plan.newApprovals.map((a) => ({
+    type: 'approval.requested',
+    data: { key: a.idempotencyKey, toolName: a.toolName },
+  }));
 }
 
 /** Asks for the step's approvals in the transaction of the checkpoint that waits for them. */

@@ -1,0 +1,309 @@
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import type { RunRecord } from '../../src/run-state/index.js';
+import type { Store } from '../../src/store/index.js';
+import {
+  Runtimes,
+  STORES,
+  TENANT,
+  callIdsOf,
+  eventTypes,
+  keyOf,
+  newRunId,
+  scriptedAgent,
+  startAndDrive,
+  summary,
+  toolCallIdsIn,
+  toolResultsIn,
+  type OpenedStore,
+} from './fixtures.js';
+import { FakeDownstream, issueCredit, lookupOrder } from './tools.js';
+
+/*
+ * The loop end to end with the scripted model: call the model, mint ids, checkpoint the response
+ * before any reservation, reserve, execute in parallel, record outcomes with the next checkpoint,
+ * repeat until a final answer; max_steps and model errors end the run `failed`.
+ */
+
+const ORDER = { orderId: 'ord_1' };
+const CREDIT = { accountId: 'acct_7', amountCents: 2500 };
+const MINTED = /^call_[0-9a-f]{16}$/;
+
+describe.each(STORES)('the run loop on %s', (_name, open) => {
+  let opened: OpenedStore;
+  let store: Store;
+  const runtimes = new Runtimes();
+
+  beforeAll(async () => {
+    opened = await open('runs_loop');
+    store = opened.store;
+  });
+  afterEach(() => runtimes.closeAll());
+  afterAll(() => opened.cleanup());
+
+  it('completes a run with a parallel read and external write: minted ids, one record and one effect per key', async () => {
+    const downstream = new FakeDownstream();
+    const lookup = lookupOrder();
+    const credit = issueCredit(downstream);
+    const { agent, model } = scriptedAgent(
+      [
+        {
+          text: 'Let me check the order and credit the account.',
+          toolCalls: [
+            { toolName: 'lookup_order', input: ORDER },
+            { toolName: 'issue_credit', input: CREDIT },
+          ],
+        },
+        { text: 'I credited $25.' },
+      ],
+      [lookup, credit],
+    );
+    const runtime = runtimes.open(store, [agent]);
+
+    const run = await startAndDrive(runtime, 'Order ord_1 arrived broken; credit acct_7 $25.');
+
+    expect(run).toMatchObject({ status: 'completed', result: { text: 'I credited $25.' }, error: null });
+    const [lookupId, creditId] = callIdsOf(run);
+    expect(callIdsOf(run)).toHaveLength(2);
+    expect(lookupId).toMatch(MINTED);
+    expect(creditId).toMatch(MINTED);
+    expect(lookupId).not.toBe(creditId);
+    const lookupKey = keyOf(run, lookupId ?? '');
+    const creditKey = keyOf(run, creditId ?? '');
+
+    // The checkpoint holds the whole conversation, with the runtime's ids, never the model's.
+    expect(JSON.stringify(run.checkpoint)).not.toContain('model_call_');
+    expect(run.checkpoint).toEqual({
+      step: 2,
+      pending: null,
+      messages: [
+        { role: 'user', content: 'Order ord_1 arrived broken; credit acct_7 $25.' },
+        {
+          role: 'assistant',
+          content: [
+            { type: 'text', text: 'Let me check the order and credit the account.' },
+            { type: 'tool-call', toolCallId: lookupId, toolName: 'lookup_order', input: ORDER },
+            { type: 'tool-call', toolCallId: creditId, toolName: 'issue_credit', input: CREDIT },
+          ],
+        },
+        {
+          role: 'tool',
+          content: [
+            {
+              type: 'tool-result',
+              toolCallId: lookupId,
+              toolName: 'lookup_order',
+              output: {
+                type: 'json',
+                value: {
+                  status: 'completed',
+                  result: { orderId: 'ord_1', status: 'delivered', amountCents: 2500 },
+                },
+              },
+            },
+            {
+              type: 'tool-result',
+              toolCallId: creditId,
+              toolName: 'issue_credit',
+              output: {
+                type: 'json',
+                value: { status: 'completed', result: { receipt: 'rcpt_1', ...CREDIT } },
+              },
+            },
+          ],
+        },
+        { role: 'assistant', content: [{ type: 'text', text: 'I credited $25.' }] },
+      ],
+    });
+
+    // One ledger record per key, keyed `<run_id>:<minted id>`, and one effect per key.
+    const records = await store.ledger.list(TENANT, { runId: run.runId, limit: 10 });
+    expect(records.map((r) => [r.idempotencyKey, r.toolName, r.status, r.attempt]).sort()).toEqual(
+      [
+        [lookupKey, 'lookup_order', 'completed', 1],
+        [creditKey, 'issue_credit', 'completed', 1],
+      ].sort(),
+    );
+    expect(records.find((r) => r.idempotencyKey === creditKey)?.resultReference).toBe('rcpt_1');
+    expect(summary(await store.ledger.history(TENANT, creditKey))).toEqual([
+      'transition:reserve:-->started',
+      'transition:outcome:started->completed',
+    ]);
+    expect(credit.executions).toEqual([creditKey]);
+    expect(lookup.executions).toEqual([lookupKey]);
+    expect(downstream.effects()).toEqual({ [creditKey]: 1 });
+
+    // The model was called twice; the second time it heard both results, under the minted ids.
+    expect(model.received).toHaveLength(2);
+    expect(model.received[0]).toEqual([
+      { role: 'system', content: 'You help with billing.' },
+      { role: 'user', content: [{ type: 'text', text: 'Order ord_1 arrived broken; credit acct_7 $25.' }] },
+    ]);
+    expect(toolCallIdsIn(model.received[1])).toEqual([lookupId, creditId]);
+    expect(toolResultsIn(model.received[1]).map((p) => [p.toolCallId, p.toolName])).toEqual([
+      [lookupId, 'lookup_order'],
+      [creditId, 'issue_credit'],
+    ]);
+
+    expect(await eventTypes(store, run.runId)).toEqual([
+      'run.created',
+      'run.claimed',
+      'model.response',
+      'tool.settled',
+      'tool.settled',
+      'model.response',
+      'run.status',
+    ]);
+    const events = await store.runs.events(TENANT, run.runId, 0, 100);
+    expect(events.at(-1)?.data).toEqual({ status: 'completed', reason: null });
+    expect(events.find((e) => e.type === 'tool.settled')?.data).toEqual({
+      key: lookupKey,
+      toolName: 'lookup_order',
+      heard: 'completed',
+    });
+  });
+
+  it('makes the model response durable before any call of it is reserved', async () => {
+    const downstream = new FakeDownstream();
+    let seen: { run: RunRecord | undefined; records: number; toolCallId: string } | undefined;
+    const credit = issueCredit(downstream, {
+      before: async (ctx) => {
+        seen = {
+          run: await store.runs.get(TENANT, ctx.runId),
+          // Only this call's own reservation exists while it runs.
+          records: (await store.ledger.list(TENANT, { runId: ctx.runId, limit: 10 })).length,
+          toolCallId: ctx.toolCallId,
+        };
+      },
+    });
+    const { agent } = scriptedAgent(
+      [{ toolCalls: [{ toolName: 'issue_credit', input: CREDIT }] }, { text: 'Done.' }],
+      [credit],
+    );
+    const run = await startAndDrive(runtimes.open(store, [agent]), 'Credit acct_7 $25.');
+
+    expect(run.status).toBe('completed');
+    expect(seen).toBeDefined();
+    const during = seen?.run;
+    expect(during?.status).toBe('running');
+    expect(during?.checkpoint.step).toBe(1);
+    expect(during?.checkpoint.pending?.calls).toEqual([
+      { toolCallId: seen?.toolCallId, toolName: 'issue_credit', input: CREDIT },
+    ]);
+    expect(callIdsOf(during as RunRecord)).toEqual([seen?.toolCallId]);
+    expect(seen?.records).toBe(1);
+    expect(seen?.toolCallId).toBe(callIdsOf(run)[0]);
+  });
+
+  it('mints a new id for every call even when the model repeats its own ids: two credits, two effects', async () => {
+    const downstream = new FakeDownstream();
+    const credit = issueCredit(downstream);
+    // The same provider id `dup` and the same arguments on both turns: the customer is owed two credits.
+    const { agent } = scriptedAgent(
+      [
+        { toolCalls: [{ toolName: 'issue_credit', input: CREDIT, id: 'dup' }] },
+        { toolCalls: [{ toolName: 'issue_credit', input: CREDIT, id: 'dup' }] },
+        { text: 'Two credits issued.' },
+      ],
+      [credit],
+    );
+    const run = await startAndDrive(runtimes.open(store, [agent]), 'Credit acct_7 $25 twice.');
+
+    expect(run.status).toBe('completed');
+    const ids = callIdsOf(run);
+    expect(ids).toHaveLength(2);
+    expect(new Set(ids).size).toBe(2);
+    expect(JSON.stringify(run.checkpoint)).not.toContain('"dup"');
+    expect(downstream.effects()).toEqual({ [keyOf(run, ids[0] ?? '')]: 1, [keyOf(run, ids[1] ?? '')]: 1 });
+  });
+
+  it('fails a run that reaches max_steps without a final answer (RUN_MAX_STEPS)', async () => {
+    const lookup = lookupOrder();
+    const { agent, model } = scriptedAgent(
+      () => ({ toolCalls: [{ toolName: 'lookup_order', input: ORDER }] }),
+      [lookup],
+      { maxSteps: 3 },
+    );
+    const run = await startAndDrive(runtimes.open(store, [agent]), 'Loop forever.');
+
+    expect(run.status).toBe('failed');
+    expect(run.error?.code).toBe('RUN_MAX_STEPS');
+    expect(run.statusReason).toContain('max_steps');
+    expect(model.received).toHaveLength(3);
+    expect(lookup.executions).toHaveLength(3);
+    expect(run.checkpoint).toMatchObject({ step: 3, pending: null });
+    expect(await eventTypes(store, run.runId)).toContain('run.status');
+  });
+
+  it('fails a run whose model call fails, without running any tool', async () => {
+    const downstream = new FakeDownstream();
+    const credit = issueCredit(downstream);
+    const { agent } = scriptedAgent(() => {
+      throw new Error('the provider is down');
+    }, [credit]);
+    const run = await startAndDrive(runtimes.open(store, [agent]), 'Credit acct_7 $25.');
+
+    expect(run.status).toBe('failed');
+    expect(run.error?.code).toBe('MODEL_CALL_FAILED');
+    expect(run.error?.message).toContain('the provider is down');
+    expect(run.checkpoint).toMatchObject({ step: 0, pending: null });
+    expect(credit.executions).toEqual([]);
+  });
+
+  it('fails a run whose scripted model runs out of script (MODEL_OUTPUT_INVALID)', async () => {
+    const { agent } = scriptedAgent(
+      [{ toolCalls: [{ toolName: 'lookup_order', input: ORDER }] }],
+      [lookupOrder()],
+    );
+    const run = await startAndDrive(runtimes.open(store, [agent]), 'Look up ord_1.');
+    expect(run.status).toBe('failed');
+    expect(run.error?.code).toBe('MODEL_OUTPUT_INVALID');
+  });
+
+  it('lets one of two runtimes drive a run both are asked to drive at once: one effect per key', async () => {
+    const downstream = new FakeDownstream();
+    const credit = issueCredit(downstream);
+    const lookup = lookupOrder();
+    const { agent, model } = scriptedAgent(
+      [
+        {
+          toolCalls: [
+            { toolName: 'lookup_order', input: ORDER },
+            { toolName: 'issue_credit', input: CREDIT },
+          ],
+        },
+        { text: 'Done.' },
+      ],
+      [lookup, credit],
+    );
+    const other = await opened.openPeer();
+    try {
+      const a = runtimes.open(store, [agent], { owner: 'worker-a' });
+      const b = runtimes.open(other.store, [agent], { owner: 'worker-b' });
+      const { run } = await a.startRun({
+        tenantId: TENANT,
+        agent: agent.name,
+        input: 'Credit.',
+        runId: newRunId(),
+      });
+
+      await Promise.all([a.drive(TENANT, run.runId), b.drive(TENANT, run.runId)]);
+
+      const done = await a.getRun(TENANT, run.runId);
+      expect(done.status).toBe('completed');
+      const claims = (await store.runs.events(TENANT, run.runId, 0, 100)).filter(
+        (e) => e.type === 'run.claimed',
+      );
+      expect(claims).toHaveLength(1);
+      const [lookupId, creditId] = callIdsOf(done);
+      const creditKey = keyOf(done, creditId ?? '');
+      expect(downstream.effects()).toEqual({ [creditKey]: 1 });
+      expect(credit.executions).toEqual([creditKey]);
+      expect(lookup.executions).toEqual([keyOf(done, lookupId ?? '')]);
+      expect(model.received).toHaveLength(2);
+      expect(await store.ledger.list(TENANT, { runId: run.runId, limit: 10 })).toHaveLength(2);
+    } finally {
+      await runtimes.closeAll();
+      await other.close();
+    }
+  });
+});
