@@ -1,4 +1,5 @@
 import { hostname } from 'node:os';
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { Actor } from '../ledger/index.js';
 import { openStore, type OpenStoreOptions, type Store } from '../store/index.js';
 
@@ -22,9 +23,21 @@ export class Ledger {
     this.inFlight.add(tracked);
   }
 
-  /** Waits until every late outcome this process is still expecting has been written. */
-  async drain(): Promise<void> {
-    while (this.inFlight.size > 0) await Promise.allSettled([...this.inFlight]);
+  /**
+   * Waits until every late outcome this process is still expecting has been written, or until
+   * `timeoutMs` has passed (false: some are still out; their calls stay as recorded, unknown).
+   */
+  async drain(options: { timeoutMs?: number } = {}): Promise<boolean> {
+    const deadline = Date.now() + (options.timeoutMs ?? Number.POSITIVE_INFINITY);
+    while (this.inFlight.size > 0) {
+      const left = deadline - Date.now();
+      if (left <= 0) return false;
+      const timer = Number.isFinite(left)
+        ? sleep(left, 'timeout' as const)
+        : new Promise<never>(() => undefined);
+      await Promise.race([Promise.allSettled([...this.inFlight]), timer]);
+    }
+    return true;
   }
 
   async close(): Promise<void> {

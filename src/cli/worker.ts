@@ -67,7 +67,8 @@ export function workerCommand(): Command {
       process.on('SIGTERM', onSignal);
       process.on('SIGINT', onSignal);
       await worker.done;
-      await runtime.close();
+      // A late answer of a timed-out tool is written if it comes soon; otherwise its call stays unknown.
+      await runtime.close({ timeoutMs: 10_000 });
       log.info({}, 'worker stopped');
     });
 }

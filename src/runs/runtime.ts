@@ -271,11 +271,14 @@ export class Runtime {
     });
   }
 
-  /** Waits for the drives in flight and the late outcomes still expected, then closes. */
-  async close(): Promise<void> {
+  /**
+   * Waits for the drives in flight and the late outcomes still expected, then closes. With
+   * `timeoutMs`, late outcomes not in by then are given up: their calls stay unknown, as recorded.
+   */
+  async close(options: { timeoutMs?: number } = {}): Promise<void> {
     this.#closed = true;
     await Promise.allSettled([...this.#drives]);
-    await this.ledger.drain();
+    await this.ledger.drain(options);
     if (this.#ownsStore) await this.store.close();
   }
 

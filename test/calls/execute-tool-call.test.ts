@@ -513,6 +513,21 @@ describe.each(STORES)('the guarded call on %s', (_name, open) => {
       expect(history.some((e) => e.to === 'indeterminate')).toBe(false);
     });
 
+    it('gives up waiting for a late outcome after drain({ timeoutMs }), leaving the call unknown', async () => {
+      const gate = deferred<unknown>();
+      const c = credit({ timeoutMs: 50, execute: () => gate.promise });
+      const call = newCall();
+      try {
+        await timedOut(c, call);
+        expect(await ledger.drain({ timeoutMs: 30 })).toBe(false);
+        expect((await snapshot(call)).record.status).toBe('indeterminate');
+      } finally {
+        gate.resolve({ receipt: 'late_receipt' });
+      }
+      expect(await ledger.drain({ timeoutMs: 5_000 })).toBe(true);
+      expect((await snapshot(call)).record.status).toBe('completed');
+    });
+
     it('lets the late outcome of a timed-out write settle the indeterminate record', async () => {
       const gate = deferred<unknown>();
       const c = credit({ timeoutMs: 50, execute: () => gate.promise });
