@@ -60,7 +60,11 @@ export interface SweepOptions {
   readonly tools: ReadonlyMap<string, Tool>;
   /** Runs looked at per status and sweep. */
   readonly batch?: number;
-  /** A hook is asked about a call at most this often; it is a read, but of someone else's system. */
+  /**
+   * A hook is asked about a call at most this often, the first time this long after the sweep first
+   * saw the call paused (the drive that paused it had just asked); it is a read, but of someone
+   * else's system. 0 asks on every sweep.
+   */
   readonly reconcileEveryMs?: number;
   readonly lastAsked?: Map<string, number>;
   /** Where the previous sweep stopped, per status: each sweep looks at the next page, then wraps. */
@@ -98,8 +102,14 @@ async function askHooks(options: SweepOptions, run: RunRecord): Promise<void> {
   for (const record of unknown) {
     const tool = options.tools.get(record.toolName);
     const hook = tool === undefined ? undefined : reconcileHookOf(tool);
-    const last = asked.get(record.idempotencyKey) ?? 0;
-    if (tool === undefined || hook === undefined || Date.now() - last < every) continue;
+    if (tool === undefined || hook === undefined) continue;
+    const last = asked.get(record.idempotencyKey);
+    if (last === undefined && every > 0) {
+      // First seen paused: the drive that paused it has just asked; wait a full interval from now.
+      asked.set(record.idempotencyKey, Date.now());
+      continue;
+    }
+    if (last !== undefined && Date.now() - last < every) continue;
     asked.set(record.idempotencyKey, Date.now());
     try {
       await reconcileRecord(options.ledger, tool, hook, record);

@@ -143,11 +143,16 @@ export class Runtimes {
     this.#after.push(close);
   }
 
-  open(store: Store, agents: readonly Agent[], options: { owner?: string; leaseMs?: number } = {}): Runtime {
+  open(
+    store: Store,
+    agents: readonly Agent[],
+    options: { owner?: string; leaseMs?: number; reconcileEveryMs?: number } = {},
+  ): Runtime {
     const runtime = new Runtime(store, {
       agents,
       owner: options.owner ?? `test-${this.#open.length + 1}`,
       leaseMs: options.leaseMs ?? 5_000,
+      ...(options.reconcileEveryMs === undefined ? {} : { reconcileEveryMs: options.reconcileEveryMs }),
     });
     this.#open.push(runtime);
     return runtime;

@@ -323,7 +323,7 @@ describe.each(STORES)('unknown calls on %s', (_name, open) => {
     };
     const owner = changeOwner(downstream, { applies: true, reconcile: lagging });
     const { agent, model } = scriptedAgent(ownerStep, [owner], { onIndeterminate: 'pause' });
-    const runtime = runtimes.open(store, [agent]);
+    const runtime = runtimes.open(store, [agent], { reconcileEveryMs: 0 });
     const waiting = await startAndDrive(runtime, 'Give acct_7 to dana.');
     const key = onlyKey(waiting);
     expect(waiting.status).toBe('awaiting_reconciliation');
