@@ -520,12 +520,12 @@ describe.each(STORES)('the guarded call on %s', (_name, open) => {
       try {
         await timedOut(c, call);
         expect(await ledger.drain({ timeoutMs: 30 })).toBe(false);
-        expect((await snapshot(call)).record.status).toBe('indeterminate');
+        expect((await snapshot(call)).record?.status).toBe('indeterminate');
       } finally {
         gate.resolve({ receipt: 'late_receipt' });
       }
       expect(await ledger.drain({ timeoutMs: 5_000 })).toBe(true);
-      expect((await snapshot(call)).record.status).toBe('completed');
+      expect((await snapshot(call)).record?.status).toBe('completed');
     });
 
     it('lets the late outcome of a timed-out write settle the indeterminate record', async () => {
