@@ -1,5 +1,5 @@
 import { OncelyError } from '../errors/index.js';
-import { argsDigest, compensationKey, type ToolExecutionRecord } from '../ledger/index.js';
+import { argsDigest, compensationKey, type LedgerStatus, type ToolExecutionRecord } from '../ledger/index.js';
 import type { ReserveRequest } from '../store/index.js';
 import { assertTool, type Tool } from '../tools/index.js';
 import { runAttempts } from './attempt.js';
@@ -17,8 +17,12 @@ export interface CompensateRequest {
 }
 
 export interface CompensationOutcome {
-  /** `compensated`: undone; `failed`: the hook refused before acting (try again later); `unknown`: settle the compensation record. */
-  readonly status: 'compensated' | 'failed' | 'unknown';
+  /**
+   * `compensated`: undone; `failed`: the hook refused before acting (try again later);
+   * `in_progress`: another request is running the hook now (look again; if its process died, the
+   * compensation record stays `started`: settle it); `unknown`: settle the compensation record.
+   */
+  readonly status: 'compensated' | 'failed' | 'in_progress' | 'unknown';
   readonly record: ToolExecutionRecord;
   readonly compensation: ToolExecutionRecord;
 }
@@ -103,14 +107,17 @@ async function answer(
   compensation: ToolExecutionRecord,
 ): Promise<CompensationOutcome> {
   const current = (await ledger.store.ledger.get(record.tenantId, record.idempotencyKey)) ?? record;
-  const status =
-    compensation.status === 'completed'
-      ? 'compensated'
-      : compensation.status === 'failed'
-        ? 'failed'
-        : 'unknown';
+  const status = COMPENSATION_STATUS[compensation.status];
   return { status, record: current, compensation };
 }
+
+const COMPENSATION_STATUS = {
+  completed: 'compensated',
+  compensated: 'compensated',
+  failed: 'failed',
+  started: 'in_progress',
+  indeterminate: 'unknown',
+} as const satisfies Record<LedgerStatus, CompensationOutcome['status']>;
 
 function notCompensable(record: ToolExecutionRecord, why: string): OncelyError {
   return new OncelyError(

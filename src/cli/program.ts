@@ -1,7 +1,12 @@
 import { readFileSync } from 'node:fs';
 import { Command, CommanderError } from 'commander';
 import { isOncelyError } from '../errors/index.js';
+import { approvalsCommand } from './approvals.js';
+import { executionsCommand } from './executions.js';
+import { keysCommand } from './keys.js';
 import { migrateCommand } from './migrate.js';
+import { runsCommand } from './runs.js';
+import { serveCommand } from './serve.js';
 import { workerCommand } from './worker.js';
 
 function packageVersion(): string {
@@ -21,6 +26,11 @@ export function buildProgram(): Command {
     .exitOverride();
   program.addCommand(migrateCommand());
   program.addCommand(workerCommand());
+  program.addCommand(serveCommand());
+  program.addCommand(keysCommand());
+  program.addCommand(executionsCommand());
+  program.addCommand(approvalsCommand());
+  program.addCommand(runsCommand());
   return program;
 }
 

@@ -27,3 +27,12 @@ export type {
   ApprovalListFilter,
   WaitingCursor,
 } from './run-store.js';
+export {
+  API_KEY_ROLES,
+  type ApiKeyRole,
+  type ApiKeyRecord,
+  type ApiKeyStore,
+  type NewApiKey,
+  type ApiKeyListFilter,
+} from './api-key-store.js';
+export type { MonitorStore, StoreStats, UnknownCallFilter } from './monitor-store.js';

@@ -8,6 +8,8 @@ import type {
   ToolExecutionRecord,
   TransitionVia,
 } from '../ledger/index.js';
+import type { ApiKeyStore } from './api-key-store.js';
+import type { MonitorStore } from './monitor-store.js';
 import type { RunStore } from './run-store.js';
 
 /** One call to reserve. All requests of one `reserve` belong to one tenant and have distinct keys. */
@@ -108,9 +110,12 @@ export interface StoreTx {
   readonly runs: RunStore;
 }
 
-/** A store: the ledger and the runs on one database. */
+/** A store: the ledger, the runs and the API keys on one database. */
 export interface Store extends StoreTx {
   readonly dialect: StoreDialect;
+  readonly apiKeys: ApiKeyStore;
+  /** Read-only views for operators and metrics (unknown calls, counts). */
+  readonly monitor: MonitorStore;
   /** Runs `fn` in one database transaction; everything it writes commits or none of it does. */
   transaction<T>(fn: (tx: StoreTx) => Promise<T>): Promise<T>;
   migrate(): Promise<MigrationReport>;

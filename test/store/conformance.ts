@@ -24,6 +24,7 @@ import {
   type Store,
   type TransitionRequest,
 } from '../../src/store/index.js';
+import { describeOperatorConformance } from './conformance-operator.js';
 
 /** A connection straight to the database, around the store: better-sqlite3 on the file, pg on the URL. */
 export interface RawConnection {
@@ -105,6 +106,7 @@ export function describeStoreConformance(
   open: () => Promise<OpenedStore>,
   createDatabase: () => Promise<ConformanceDatabase>,
 ): void {
+  describeOperatorConformance(name, open);
   describe(`store conformance: ${name}`, () => {
     let opened: OpenedStore;
     let store: Store;

@@ -1,9 +1,13 @@
 import pg from 'pg';
 import { OncelyError } from '../../errors/index.js';
 import { latestVersion, loadMigrations, schemaStateOf, tooNewError } from '../migrations.js';
+import type { ApiKeyStore } from '../api-key-store.js';
+import type { MonitorStore } from '../monitor-store.js';
 import type { RunStore } from '../run-store.js';
 import type { LedgerStore, MigrationReport, SchemaState, Store, StoreTx } from '../store.js';
+import { PostgresApiKeys } from './api-keys.js';
 import { PostgresLedger, type Queryable } from './ledger.js';
+import { PostgresMonitor } from './monitor.js';
 import { PostgresRuns } from './runs.js';
 import { UNDEFINED_TABLE } from './sqlstate.js';
 
@@ -21,10 +25,14 @@ export class PostgresStore implements Store {
   readonly dialect = 'postgres' as const;
   readonly ledger: LedgerStore;
   readonly runs: RunStore;
+  readonly apiKeys: ApiKeyStore;
+  readonly monitor: MonitorStore;
 
   private constructor(private readonly pool: pg.Pool) {
     this.ledger = new PostgresLedger(pool);
     this.runs = new PostgresRuns(pool);
+    this.apiKeys = new PostgresApiKeys(pool);
+    this.monitor = new PostgresMonitor(pool);
   }
 
   static async open(url: string, options: PostgresStoreOptions = {}): Promise<PostgresStore> {

@@ -3,9 +3,13 @@ import { dirname } from 'node:path';
 import Database from 'better-sqlite3';
 import { OncelyError } from '../../errors/index.js';
 import { latestVersion, loadMigrations, schemaStateOf, tooNewError } from '../migrations.js';
+import type { ApiKeyStore } from '../api-key-store.js';
+import type { MonitorStore } from '../monitor-store.js';
 import type { RunStore } from '../run-store.js';
 import type { LedgerStore, MigrationReport, SchemaState, Store, StoreTx } from '../store.js';
+import { SqliteApiKeys } from './api-keys.js';
 import { SqliteLedger } from './ledger.js';
+import { SqliteMonitor } from './monitor.js';
 import { SqliteRuns } from './runs.js';
 
 const BUSY_TIMEOUT_MS = 15_000;
@@ -19,6 +23,8 @@ export class SqliteStore implements Store {
   readonly dialect = 'sqlite' as const;
   readonly ledger: LedgerStore;
   readonly runs: RunStore;
+  readonly apiKeys: ApiKeyStore;
+  readonly monitor: MonitorStore;
   private readonly db: Database.Database;
   /** Serialises this connection's async transactions, so no other call interleaves with one. */
   private tail: Promise<unknown> = Promise.resolve();
@@ -30,6 +36,8 @@ export class SqliteStore implements Store {
     this.tx = { ledger, runs };
     this.ledger = exclusive(ledger, (fn) => this.exclusive(fn));
     this.runs = exclusive(runs, (fn) => this.exclusive(fn));
+    this.apiKeys = exclusive(new SqliteApiKeys(db), (fn) => this.exclusive(fn));
+    this.monitor = exclusive(new SqliteMonitor(db), (fn) => this.exclusive(fn));
   }
 
   /** The unwrapped stores, used inside a transaction that already holds the connection. */

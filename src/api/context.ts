@@ -1,0 +1,34 @@
+import type {
+  FastifyBaseLogger,
+  FastifyInstance,
+  RawReplyDefaultExpression,
+  RawRequestDefaultExpression,
+  RawServerDefault,
+} from 'fastify';
+import type { ZodTypeProvider } from 'fastify-type-provider-zod';
+import type { Runtime } from '../runs/index.js';
+import type { Store } from '../store/index.js';
+import type { ApiMetrics } from './metrics.js';
+
+/** The Fastify instance routes are registered on: zod schemas type every request and answer. */
+export type ApiApp = FastifyInstance<
+  RawServerDefault,
+  RawRequestDefaultExpression,
+  RawReplyDefaultExpression,
+  FastifyBaseLogger,
+  ZodTypeProvider
+>;
+
+/** What the routes work with. */
+export interface ApiContext {
+  readonly runtime: Runtime;
+  readonly store: Store;
+  readonly metrics: ApiMetrics;
+  /** How often an event stream looks for new run events, and sends a keep-alive comment. */
+  readonly events: { readonly pollMs: number; readonly heartbeatMs: number };
+  /** Open event streams, ended when the server closes. */
+  readonly streams: Set<AbortController>;
+}
+
+/** OpenAPI: the routes a key opens, and how it is sent. */
+export const BEARER = [{ bearer: [] }];

@@ -1,0 +1,107 @@
+import { Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import type { LedgerStore, Store, StoreTx } from '../store/index.js';
+
+/**
+ * The Prometheus metrics of one process: ledger operation latency measured as it happens, and counts
+ * read from the database on each scrape (calls by tool and status, runs by status, unknown calls per
+ * tenant and the age of the oldest), so every process reports the same truth.
+ */
+export class ApiMetrics {
+  readonly registry = new Registry();
+  readonly ledgerLatency: Histogram<'operation' | 'outcome'>;
+  private readonly calls: Gauge<'tool' | 'status'>;
+  private readonly runs: Gauge<'status'>;
+  private readonly unknown: Gauge<'tenant'>;
+  private readonly oldestUnknown: Gauge<'tenant'>;
+
+  constructor(options: { defaultMetrics?: boolean } = {}) {
+    const registers = [this.registry];
+    this.ledgerLatency = new Histogram({
+      name: 'oncely_ledger_operation_duration_seconds',
+      help: 'Latency of ledger store operations (reserve, transition, note, get, history, list)',
+      labelNames: ['operation', 'outcome'],
+      buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5],
+      registers,
+    });
+    this.calls = new Gauge({
+      name: 'oncely_tool_calls',
+      help: 'Tool-execution records by tool and status',
+      labelNames: ['tool', 'status'],
+      registers,
+    });
+    this.runs = new Gauge({ name: 'oncely_runs', help: 'Runs by status', labelNames: ['status'], registers });
+    this.unknown = new Gauge({
+      name: 'oncely_unknown_calls',
+      help: 'Unknown calls per tenant: indeterminate, and started calls no live worker holds',
+      labelNames: ['tenant'],
+      registers,
+    });
+    this.oldestUnknown = new Gauge({
+      name: 'oncely_oldest_unknown_call_age_seconds',
+      help: 'How long the oldest unknown call of each tenant has waited',
+      labelNames: ['tenant'],
+      registers,
+    });
+    if (options.defaultMetrics ?? true) collectDefaultMetrics({ register: this.registry, prefix: 'oncely_' });
+  }
+
+  /** Reads the counts from the store and renders every metric in the Prometheus text format. */
+  async render(store: Store): Promise<string> {
+    const stats = await store.monitor.stats();
+    const now = Date.now();
+    for (const gauge of [this.calls, this.runs, this.unknown, this.oldestUnknown]) gauge.reset();
+    for (const c of stats.calls) this.calls.set({ tool: c.toolName, status: c.status }, c.count);
+    for (const r of stats.runs) this.runs.set({ status: r.status }, r.count);
+    for (const u of stats.unknown) {
+      this.unknown.set({ tenant: u.tenantId }, u.count);
+      this.oldestUnknown.set(
+        { tenant: u.tenantId },
+        Math.max(0, (now - Date.parse(u.oldestStartedAt)) / 1000),
+      );
+    }
+    return this.registry.metrics();
+  }
+
+  get contentType(): string {
+    return this.registry.contentType;
+  }
+
+  /** The store with its ledger operations timed, inside transactions too. Everything else passes through. */
+  instrument(store: Store): Store {
+    const timed = (ledger: LedgerStore): LedgerStore => timedLedger(ledger, this.ledgerLatency);
+    return {
+      dialect: store.dialect,
+      ledger: timed(store.ledger),
+      runs: store.runs,
+      apiKeys: store.apiKeys,
+      monitor: store.monitor,
+      transaction: <T>(fn: (tx: StoreTx) => Promise<T>) =>
+        store.transaction((tx) => fn({ ledger: timed(tx.ledger), runs: tx.runs })),
+      migrate: () => store.migrate(),
+      schemaState: () => store.schemaState(),
+      close: () => store.close(),
+    };
+  }
+}
+
+function timedLedger(ledger: LedgerStore, histogram: Histogram<'operation' | 'outcome'>): LedgerStore {
+  const time = async <T>(operation: string, work: () => Promise<T>): Promise<T> => {
+    const end = histogram.startTimer({ operation });
+    try {
+      const value = await work();
+      end({ outcome: 'ok' });
+      return value;
+    } catch (error) {
+      end({ outcome: 'error' });
+      throw error;
+    }
+  };
+  return {
+    reserve: (requests, actor) => time('reserve', () => ledger.reserve(requests, actor)),
+    transition: (request) => time('transition', () => ledger.transition(request)),
+    note: (request) => time('note', () => ledger.note(request)),
+    get: (tenantId, key) => time('get', () => ledger.get(tenantId, key)),
+    history: (tenantId, key) => time('history', () => ledger.history(tenantId, key)),
+    list: (tenantId, filter) => time('list', () => ledger.list(tenantId, filter)),
+  };
+}

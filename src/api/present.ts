@@ -1,0 +1,106 @@
+import type { z } from 'zod';
+import type { LedgerEvent, ToolExecutionRecord } from '../ledger/index.js';
+import type { ApprovalRecord, RunEvent, RunRecord } from '../run-state/index.js';
+import type { ApiKeyRecord } from '../store/index.js';
+import type { apiKeySchema } from './schemas/api-keys.js';
+import type { approvalSchema } from './schemas/approvals.js';
+import type { runEventSchema, runSchema } from './schemas/runs.js';
+import type { ledgerEventSchema, toolExecutionSchema } from './schemas/tool-executions.js';
+
+/** Records as the API shows them: snake_case, the way every body of the API is written. */
+export function toToolExecution(r: ToolExecutionRecord): z.output<typeof toolExecutionSchema> {
+  return {
+    tenant_id: r.tenantId,
+    idempotency_key: r.idempotencyKey,
+    run_id: r.runId,
+    tool_call_id: r.toolCallId,
+    tool_name: r.toolName,
+    effect: r.effect,
+    status: r.status,
+    attempt: r.attempt,
+    version: r.version,
+    args: r.args,
+    args_digest: r.argsDigest,
+    result: r.result,
+    result_reference: r.resultReference,
+    error: r.error,
+    compensation_of: r.compensationOf,
+    created_at: r.createdAt,
+    updated_at: r.updatedAt,
+    attempt_started_at: r.attemptStartedAt,
+    settled_at: r.settledAt,
+    settled_by: r.settledBy,
+  };
+}
+
+export function toLedgerEvent(e: LedgerEvent): z.output<typeof ledgerEventSchema> {
+  return {
+    id: e.id,
+    at: e.at,
+    kind: e.kind,
+    actor: e.actor,
+    via: e.via,
+    from: e.from,
+    to: e.to,
+    attempt: e.attempt,
+    reason: e.reason,
+    detail: e.detail,
+  };
+}
+
+export function toRun(r: RunRecord): z.output<typeof runSchema> {
+  return {
+    tenant_id: r.tenantId,
+    run_id: r.runId,
+    agent: r.agent,
+    status: r.status,
+    input: r.input,
+    result: r.result,
+    error: r.error,
+    status_reason: r.statusReason,
+    step: r.checkpoint.step,
+    pending_calls: (r.checkpoint.pending?.calls ?? []).map((c) => ({
+      idempotency_key: `${r.runId}:${c.toolCallId}`,
+      tool_name: c.toolName,
+      heard: c.heard?.kind ?? null,
+    })),
+    lease: { owner: r.leaseOwner, epoch: r.leaseEpoch, expires_at: r.leaseExpiresAt },
+    checkpoint_version: r.checkpointVersion,
+    created_at: r.createdAt,
+    updated_at: r.updatedAt,
+  };
+}
+
+export function toRunEvent(e: RunEvent): z.output<typeof runEventSchema> {
+  return { id: e.id, at: e.at, type: e.type, data: e.data };
+}
+
+export function toApproval(a: ApprovalRecord): z.output<typeof approvalSchema> {
+  return {
+    tenant_id: a.tenantId,
+    idempotency_key: a.idempotencyKey,
+    run_id: a.runId,
+    tool_name: a.toolName,
+    args: a.args,
+    args_digest: a.argsDigest,
+    status: a.status,
+    decided_by: a.decidedBy,
+    reason: a.reason,
+    created_at: a.createdAt,
+    decided_at: a.decidedAt,
+    consumed_at: a.consumedAt,
+  };
+}
+
+export function toApiKey(k: ApiKeyRecord): z.output<typeof apiKeySchema> {
+  return {
+    key_id: k.keyId,
+    tenant_id: k.tenantId,
+    actor_id: k.actorId,
+    role: k.role,
+    created_at: k.createdAt,
+    created_by: k.createdBy,
+    revoked_at: k.revokedAt,
+    revoked_by: k.revokedBy,
+  };
+}

@@ -1,0 +1,105 @@
+import { z } from 'zod';
+import { OncelyError } from '../../errors/index.js';
+import { createApiKey } from '../auth/api-keys.js';
+import { principal } from '../auth/authenticate.js';
+import { BEARER, type ApiApp, type ApiContext } from '../context.js';
+import { cursorTime, decodeCursor, pageOf } from '../cursor.js';
+import { toApiKey } from '../present.js';
+import { authErrors, page } from '../schemas/common.js';
+import {
+  apiKeySchema,
+  createKeyBody,
+  createdKeySchema,
+  keyIdSchema,
+  listKeysQuery,
+} from '../schemas/api-keys.js';
+
+const tags = ['api keys'];
+const keyCursor = z.strictObject({ at: cursorTime, key_id: keyIdSchema });
+
+export function apiKeyRoutes(app: ApiApp, ctx: ApiContext): void {
+  listRoute(app, ctx);
+  createRoute(app, ctx);
+  revokeRoute(app, ctx);
+}
+
+function listRoute(app: ApiApp, ctx: ApiContext): void {
+  app.get(
+    '/v1/api-keys',
+    {
+      config: { role: 'admin' },
+      schema: {
+        summary: "The tenant's API keys, revoked ones included (never the keys themselves)",
+        tags,
+        security: BEARER,
+        querystring: listKeysQuery,
+        response: { 200: page(apiKeySchema), ...authErrors },
+      },
+    },
+    async (request) => {
+      const { tenantId } = principal(request);
+      const after = decodeCursor(keyCursor, request.query.cursor);
+      const keys = await ctx.store.apiKeys.list(tenantId, {
+        limit: request.query.limit,
+        ...(after === undefined ? {} : { after: { at: after.at, keyId: after.key_id } }),
+      });
+      return pageOf(keys, request.query.limit, toApiKey, (k) => ({ at: k.createdAt, key_id: k.keyId }));
+    },
+  );
+}
+
+function createRoute(app: ApiApp, ctx: ApiContext): void {
+  app.post(
+    '/v1/api-keys',
+    {
+      config: { role: 'admin' },
+      schema: {
+        summary: 'Create a key in this tenant; the answer shows it once',
+        tags,
+        security: BEARER,
+        body: createKeyBody,
+        response: { 201: createdKeySchema, ...authErrors },
+      },
+    },
+    async (request, reply) => {
+      const { tenantId, actorId } = principal(request);
+      const { key, record } = await createApiKey(ctx.store.apiKeys, {
+        tenantId,
+        actorId: request.body.actor_id,
+        role: request.body.role,
+        createdBy: actorId,
+      });
+      request.log.info({ keyId: record.keyId, role: record.role, for: record.actorId }, 'api key created');
+      return reply.code(201).send({ key, api_key: toApiKey(record) });
+    },
+  );
+}
+
+function revokeRoute(app: ApiApp, ctx: ApiContext): void {
+  app.post(
+    '/v1/api-keys/:key_id/revoke',
+    {
+      config: { role: 'admin' },
+      schema: {
+        summary: 'Revoke a key of this tenant; requests with it answer 401 from now on',
+        tags,
+        security: BEARER,
+        params: z.strictObject({ key_id: keyIdSchema }),
+        response: { 200: apiKeySchema, ...authErrors },
+      },
+    },
+    async (request) => {
+      const { tenantId, actorId } = principal(request);
+      const { key_id: keyId } = request.params;
+      const revoked = await ctx.store.apiKeys.revoke(tenantId, keyId, actorId);
+      if (revoked === undefined) {
+        throw new OncelyError(
+          'API_KEY_NOT_FOUND',
+          `no live key ${keyId} in this tenant (unknown, or already revoked)`,
+        );
+      }
+      request.log.info({ keyId }, 'api key revoked');
+      return toApiKey(revoked);
+    },
+  );
+}

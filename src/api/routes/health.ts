@@ -1,0 +1,99 @@
+import { z } from 'zod';
+import { OncelyError, isOncelyError } from '../../errors/index.js';
+import { assertSchemaCurrent, type SchemaState, type Store } from '../../store/index.js';
+import type { ApiApp, ApiContext } from '../context.js';
+import { errorEnvelopeSchema } from '../schemas/common.js';
+
+const tags = ['operations'];
+
+/** Public routes: liveness, readiness, metrics and the OpenAPI document. */
+export function healthRoutes(app: ApiApp, ctx: ApiContext): void {
+  healthzRoute(app);
+  readyzRoute(app, ctx);
+  metricsRoute(app, ctx);
+  openApiRoute(app);
+}
+
+function healthzRoute(app: ApiApp): void {
+  app.get(
+    '/healthz',
+    {
+      schema: {
+        summary: 'Liveness: the process answers',
+        tags,
+        response: { 200: z.object({ status: z.literal('ok') }) },
+      },
+    },
+    () => ({ status: 'ok' as const }),
+  );
+}
+
+function readyzRoute(app: ApiApp, ctx: ApiContext): void {
+  app.get(
+    '/readyz',
+    {
+      schema: {
+        summary: 'Readiness: the database answers and its schema is the one this server knows',
+        tags,
+        response: {
+          200: z.object({ status: z.literal('ready'), schema_version: z.number().int() }),
+          503: errorEnvelopeSchema,
+        },
+      },
+    },
+    async () => {
+      const state = await schemaState(ctx.store);
+      assertSchemaCurrent(state);
+      return { status: 'ready' as const, schema_version: state.version };
+    },
+  );
+}
+
+function metricsRoute(app: ApiApp, ctx: ApiContext): void {
+  app.get(
+    '/metrics',
+    {
+      schema: {
+        summary:
+          'Prometheus metrics: calls by tool and status, unknown calls per tenant, runs, ledger latency',
+        tags,
+        response: {
+          200: {
+            description: 'The Prometheus text format',
+            content: { 'text/plain': { schema: z.string() } },
+          },
+          503: errorEnvelopeSchema,
+        },
+      },
+    },
+    async (_request, reply) => {
+      const text = await ctx.metrics.render(ctx.store);
+      return reply.header('content-type', ctx.metrics.contentType).send(text);
+    },
+  );
+}
+
+function openApiRoute(app: ApiApp): void {
+  app.get(
+    '/openapi.json',
+    {
+      schema: {
+        summary: 'This document: OpenAPI 3.1, generated from the schemas the server validates with',
+        tags,
+        response: { 200: z.record(z.string(), z.unknown()) },
+      },
+    },
+    () => app.swagger() as unknown as Record<string, unknown>,
+  );
+}
+
+async function schemaState(store: Store): Promise<SchemaState> {
+  try {
+    return await store.schemaState();
+  } catch (cause) {
+    if (isOncelyError(cause)) throw cause;
+    throw new OncelyError('STORE_UNAVAILABLE', 'the database does not answer; check it is up and reachable', {
+      cause,
+    });
+  }
+}

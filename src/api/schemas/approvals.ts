@@ -1,0 +1,29 @@
+import { z } from 'zod';
+import { APPROVAL_STATUSES } from '../../run-state/index.js';
+import { anyJsonSchema, cursorSchema, limitSchema, reasonSchema } from './common.js';
+
+export const approvalSchema = z
+  .object({
+    tenant_id: z.string(),
+    idempotency_key: z.string().describe('The call it approves; also the approval id'),
+    run_id: z.string(),
+    tool_name: z.string(),
+    args: anyJsonSchema.describe('The exact arguments it approves'),
+    args_digest: z.string(),
+    status: z.enum(APPROVAL_STATUSES),
+    decided_by: z.string().nullable(),
+    reason: z.string().nullable(),
+    created_at: z.string(),
+    decided_at: z.string().nullable(),
+    consumed_at: z.string().nullable(),
+  })
+  .meta({ id: 'Approval' });
+
+export const listApprovalsQuery = z.strictObject({
+  status: z.enum(APPROVAL_STATUSES).optional().describe('Default: every status, pending first'),
+  limit: limitSchema,
+  cursor: cursorSchema,
+});
+
+export const approveBody = z.strictObject({ reason: reasonSchema.optional() });
+export const rejectBody = z.strictObject({ reason: reasonSchema.describe('Required: the model hears it') });

@@ -1,0 +1,135 @@
+import fastifySwagger from '@fastify/swagger';
+import Fastify, { type FastifyBaseLogger } from 'fastify';
+import {
+  jsonSchemaTransform,
+  jsonSchemaTransformObject,
+  serializerCompiler,
+  validatorCompiler,
+  type ZodTypeProvider,
+} from 'fastify-type-provider-zod';
+import type { Logger } from 'pino';
+import type { Runtime } from '../runs/index.js';
+import { authenticator } from './auth/authenticate.js';
+import type { ApiApp, ApiContext } from './context.js';
+import { routeNotFound, sendError } from './http-errors.js';
+import { ApiMetrics } from './metrics.js';
+import { apiKeyRoutes } from './routes/api-keys.js';
+import { approvalRoutes } from './routes/approvals.js';
+import { healthRoutes } from './routes/health.js';
+import { runEventRoutes } from './routes/run-events.js';
+import { runRoutes } from './routes/runs.js';
+import { toolExecutionRoutes } from './routes/tool-executions.js';
+
+export const DEFAULT_BODY_LIMIT = 256 * 1024;
+
+export interface ApiRoute {
+  readonly method: string;
+  readonly url: string;
+}
+
+const ROUTES = new WeakMap<object, ApiRoute[]>();
+
+/** Every route a server built by `buildApiServer` answers (method and URL pattern), in registration order. */
+export function routesOf(app: ApiApp): readonly ApiRoute[] {
+  return ROUTES.get(app) ?? [];
+}
+
+export interface ApiServerOptions {
+  /** Every decision goes through it; requests read and write its store. */
+  readonly runtime: Runtime;
+  /** Request and decision logs; default none. */
+  readonly logger?: Logger;
+  /** The largest request body accepted, in bytes; default 256 KiB. Larger answers 413. */
+  readonly bodyLimit?: number;
+  /** Default: a fresh registry. Pass the one whose `instrument()` wrapped the runtime's store. */
+  readonly metrics?: ApiMetrics;
+  /** How often a run's event stream looks for new events; default 500 ms. */
+  readonly eventPollMs?: number;
+  /** How often an idle event stream sends a keep-alive comment; default 15 s. */
+  readonly heartbeatMs?: number;
+}
+
+/**
+ * The operator HTTP API on a runtime: tool executions, runs, approvals, API keys, health, metrics and
+ * its OpenAPI document. Call `listen()` on the answer; `close()` ends open event streams too.
+ *
+ * @example
+ * const app = await buildApiServer({ runtime });
+ * await app.listen({ host: '127.0.0.1', port: 8080 });
+ */
+export async function buildApiServer(options: ApiServerOptions): Promise<ApiApp> {
+  const app = createApp(options);
+  const ctx: ApiContext = {
+    runtime: options.runtime,
+    store: options.runtime.store,
+    metrics: options.metrics ?? new ApiMetrics(),
+    events: { pollMs: options.eventPollMs ?? 500, heartbeatMs: options.heartbeatMs ?? 15_000 },
+    streams: new Set(),
+  };
+  installHooks(app, ctx);
+  await app.register(fastifySwagger, openApiOptions());
+  const domains = [
+    toolExecutionRoutes,
+    runRoutes,
+    runEventRoutes,
+    approvalRoutes,
+    apiKeyRoutes,
+    healthRoutes,
+  ];
+  for (const register of domains) register(app, ctx);
+  await app.ready();
+  return app;
+}
+
+function createApp(options: ApiServerOptions): ApiApp {
+  const logger: FastifyBaseLogger | undefined = options.logger;
+  const app = Fastify({
+    ...(logger === undefined ? { logger: false } : { loggerInstance: logger }),
+    bodyLimit: options.bodyLimit ?? DEFAULT_BODY_LIMIT,
+    exposeHeadRoutes: false,
+    return503OnClosing: true,
+    routerOptions: { maxParamLength: 1024 },
+    frameworkErrors: (error, request, reply) => {
+      sendError(error, request, reply);
+    },
+  }).withTypeProvider<ZodTypeProvider>();
+  app.setValidatorCompiler(validatorCompiler);
+  app.setSerializerCompiler(serializerCompiler);
+  app.decorateRequest('principal', null);
+  app.setErrorHandler((error, request, reply) => sendError(error, request, reply));
+  app.setNotFoundHandler((request, reply) => sendError(routeNotFound(request), request, reply));
+  return app;
+}
+
+/** Route bookkeeping, authentication, and ending event streams when the server closes. */
+function installHooks(app: ApiApp, ctx: ApiContext): void {
+  const routes: ApiRoute[] = [];
+  ROUTES.set(app, routes);
+  app.addHook('onRoute', (route) => {
+    for (const method of [route.method].flat()) routes.push({ method, url: route.url });
+  });
+  app.addHook('onRequest', authenticator(ctx.store.apiKeys));
+  // Open event streams would otherwise hold the server open until their clients leave.
+  app.addHook('preClose', (done) => {
+    for (const stream of ctx.streams) stream.abort();
+    done();
+  });
+}
+
+function openApiOptions() {
+  return {
+    openapi: {
+      openapi: '3.1.0',
+      info: {
+        title: 'oncely operator API',
+        version: '1',
+        description:
+          'Find the tool calls nobody knows the outcome of, and decide them; start, follow and cancel runs; ' +
+          'approve calls. Every /v1 route needs "Authorization: Bearer <key>"; records of another tenant answer 404.',
+      },
+      components: { securitySchemes: { bearer: { type: 'http' as const, scheme: 'bearer' } } },
+    },
+    transform: jsonSchemaTransform,
+    transformObject: jsonSchemaTransformObject,
+  };
+}

@@ -1,0 +1,108 @@
+import { Command, InvalidArgumentError, Option } from 'commander';
+import { ApiMetrics, DEFAULT_BODY_LIMIT, buildApiServer } from '../api/index.js';
+import { startWorker, type Worker } from '../worker/index.js';
+import { shownUrl } from './config.js';
+import { createLogger } from './logger.js';
+import { runtimeFromConfig } from './runtime-from-config.js';
+import { positiveInt } from './worker.js';
+
+interface ServeFlags {
+  config: string;
+  databaseUrl?: string;
+  host: string;
+  port: number;
+  worker: boolean;
+  concurrency: number;
+  leaseMs: number;
+  pollMs: number;
+  bodyLimit: number;
+}
+
+function portNumber(value: string): number {
+  const port = Number(value);
+  if (!Number.isInteger(port) || port < 0 || port > 65_535) {
+    throw new InvalidArgumentError('--port must be 0-65535 (0: any free port)');
+  }
+  return port;
+}
+
+export function serveCommand(): Command {
+  return new Command('serve')
+    .description('the operator HTTP API, with a worker in the same process unless --no-worker')
+    .option('-c, --config <file>', 'the oncely.yaml with the agents and the tools module', 'oncely.yaml')
+    .option(
+      '--database-url <url>',
+      'postgres://… or sqlite:PATH (default: $ONCELY_DATABASE_URL, else the config)',
+    )
+    .option('--host <host>', 'the address to listen on (0.0.0.0 for every interface)', '127.0.0.1')
+    .addOption(
+      new Option('--port <port>', 'the port to listen on').env('PORT').argParser(portNumber).default(8080),
+    )
+    .option('--no-worker', 'serve the API only; other processes run `oncely worker`')
+    .option('--concurrency <n>', 'runs the worker drives at once', positiveInt('--concurrency'), 4)
+    .option(
+      '--lease-ms <ms>',
+      'how long a claim holds a run without renewal',
+      positiveInt('--lease-ms'),
+      30_000,
+    )
+    .option(
+      '--poll-ms <ms>',
+      'how long the worker waits when there is no work',
+      positiveInt('--poll-ms'),
+      1000,
+    )
+    .option(
+      '--body-limit <bytes>',
+      'the largest request body',
+      positiveInt('--body-limit'),
+      DEFAULT_BODY_LIMIT,
+    )
+    .action(serve);
+}
+
+async function serve(flags: ServeFlags): Promise<void> {
+  const log = createLogger('oncely-serve');
+  const metrics = new ApiMetrics();
+  const opened = await runtimeFromConfig({ ...flags, wrapStore: (store) => metrics.instrument(store) });
+  const { runtime, config, url } = opened;
+  let worker: Worker | undefined;
+  try {
+    const app = await buildApiServer({ runtime, logger: log, metrics, bodyLimit: flags.bodyLimit });
+    const address = await app.listen({ host: flags.host, port: flags.port });
+    if (flags.worker) {
+      worker = startWorker(runtime, { concurrency: flags.concurrency, pollMs: flags.pollMs, log });
+    }
+    log.info(
+      { address, database: shownUrl(url), agents: [...config.agents.keys()], worker: flags.worker },
+      'serving the oncely API',
+    );
+    await stopped(log);
+    await app.close();
+  } finally {
+    await worker?.stop();
+    await opened.close();
+    log.info({}, 'stopped');
+  }
+}
+
+/** Resolves on the first SIGTERM or SIGINT; a second one exits at once. */
+function stopped(log: ReturnType<typeof createLogger>): Promise<void> {
+  return new Promise((resolve) => {
+    let signals = 0;
+    const onSignal = (signal: NodeJS.Signals): void => {
+      signals += 1;
+      if (signals > 1) {
+        log.warn(
+          { signal },
+          'second signal: exiting now; runs in flight are recovered when their lease expires',
+        );
+        process.exit(130);
+      }
+      log.info({ signal }, 'stopping: no new requests or runs; finishing those in flight');
+      resolve();
+    };
+    process.on('SIGTERM', onSignal);
+    process.on('SIGINT', onSignal);
+  });
+}

@@ -1,0 +1,67 @@
+import type { LedgerStatus, ToolExecutionRecord } from '../../ledger/index.js';
+import type { RunStatus } from '../../run-state/index.js';
+import type { MonitorStore, StoreStats, UnknownCallFilter } from '../monitor-store.js';
+import { UNKNOWN_PREDICATE, toRecord, type ExecutionRow } from '../rows.js';
+import type { Queryable } from './ledger.js';
+
+/**
+ * Unknown: `indeterminate`, or `started` with no live lease on its run (no run row, or a lease that is
+ * unset or expired). The status test is written as the partial index `tool_executions_unknown` is.
+ */
+const UNKNOWN_FROM = `
+FROM tool_executions t
+LEFT JOIN runs r ON r.tenant_id = t.tenant_id AND r.run_id = t.run_id
+WHERE t.${UNKNOWN_PREDICATE}
+  AND (t.status = 'indeterminate' OR r.lease_expires_at IS NULL OR r.lease_expires_at <= oncely_now())`;
+
+const UNKNOWN_CALLS = `
+SELECT t.* ${UNKNOWN_FROM}
+  AND t.tenant_id = $1
+  AND ($2::text IS NULL OR t.run_id = $2)
+  AND ($3::text IS NULL OR t.tool_name = $3)
+  AND ($4::timestamptz IS NULL OR (t.attempt_started_at, t.idempotency_key) > ($4::timestamptz, $5::text))
+ORDER BY t.attempt_started_at, t.idempotency_key LIMIT $6`;
+
+const UNKNOWN_BY_TENANT = `
+SELECT t.tenant_id AS tenant_id, COUNT(*) AS n, MIN(t.attempt_started_at) AS oldest ${UNKNOWN_FROM}
+GROUP BY t.tenant_id`;
+const CALLS_BY_TOOL = `SELECT tool_name, status, COUNT(*) AS n FROM tool_executions GROUP BY tool_name, status`;
+const RUNS_BY_STATUS = `SELECT status, COUNT(*) AS n FROM runs GROUP BY status`;
+
+/** Operators' and metrics' views on PostgreSQL. */
+export class PostgresMonitor implements MonitorStore {
+  constructor(private readonly db: Queryable) {}
+
+  async unknownCalls(tenantId: string, filter: UnknownCallFilter): Promise<ToolExecutionRecord[]> {
+    const { rows } = await this.db.query<ExecutionRow>(UNKNOWN_CALLS, [
+      tenantId,
+      filter.runId ?? null,
+      filter.toolName ?? null,
+      filter.after?.at ?? null,
+      filter.after?.key ?? null,
+      filter.limit,
+    ]);
+    return rows.map(toRecord);
+  }
+
+  async stats(): Promise<StoreStats> {
+    const [calls, runs, unknown] = await Promise.all([
+      this.db.query<{ tool_name: string; status: string; n: string }>(CALLS_BY_TOOL),
+      this.db.query<{ status: string; n: string }>(RUNS_BY_STATUS),
+      this.db.query<{ tenant_id: string; n: string; oldest: Date }>(UNKNOWN_BY_TENANT),
+    ]);
+    return {
+      calls: calls.rows.map((r) => ({
+        toolName: r.tool_name,
+        status: r.status as LedgerStatus,
+        count: Number(r.n),
+      })),
+      runs: runs.rows.map((r) => ({ status: r.status as RunStatus, count: Number(r.n) })),
+      unknown: unknown.rows.map((r) => ({
+        tenantId: r.tenant_id,
+        count: Number(r.n),
+        oldestStartedAt: r.oldest.toISOString(),
+      })),
+    };
+  }
+}

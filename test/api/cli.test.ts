@@ -1,0 +1,269 @@
+/* eslint-disable @typescript-eslint/no-unsafe-member-access, @typescript-eslint/no-unsafe-call -- HTTP answers are JSON of no static type, read by assertions */
+import { createHash } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { OncelyProcess } from '../support/processes.js';
+import { DIALECTS, TENANT, ApiHarness } from './support/harness.js';
+
+interface Ran {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+/** Runs the built `oncely` CLI to its end. */
+async function oncely(args: readonly string[], env: Record<string, string | undefined> = {}): Promise<Ran> {
+  const child = new OncelyProcess(args, { ONCELY_API_URL: undefined, ONCELY_API_KEY: undefined, ...env });
+  const exit = await child.exit(20_000);
+  return { code: exit.code, stdout: child.stdout, stderr: child.stderr };
+}
+
+/** A port nothing listens on. */
+async function closedPort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const address = server.address();
+  await new Promise((resolve) => server.close(resolve));
+  return typeof address === 'object' && address !== null ? address.port : 0;
+}
+
+describe.each(DIALECTS)('oncely keys create on %s', (dialect) => {
+  let h: ApiHarness;
+
+  beforeAll(async () => {
+    h = await ApiHarness.start(dialect);
+  });
+  afterAll(async () => {
+    await h.close();
+  });
+
+  it('prints a key once, stores only its hash, and the key works against the API with its role', async () => {
+    const ran = await oncely([
+      'keys',
+      'create',
+      '--tenant',
+      TENANT,
+      '--actor',
+      'ops-cli',
+      '--role',
+      'operator',
+      '--database-url',
+      h.url,
+    ]);
+    expect(ran.code, ran.stderr).toBe(0);
+    const key = ran.stdout.split('\n')[0]!;
+    expect(key).toMatch(/^oncely_[0-9a-f]{12}_[A-Za-z0-9_-]{43}$/);
+    expect(ran.stdout).toContain('only time the key is shown');
+    const snapshot = await h.snapshot();
+    expect(snapshot).not.toContain(key);
+    expect(snapshot).toContain(createHash('sha256').update(key).digest('hex'));
+    const record = await h.seedCall('indeterminate');
+    const answer = await h.request('POST', `/v1/tool-executions/${record.idempotencyKey}/resolve`, {
+      key,
+      body: { status: 'failed', reason: 'checked' },
+    });
+    expect(answer.status).toBe(200);
+    expect(answer.body.settled_by).toEqual({ kind: 'operator', id: 'ops-cli' });
+
+    const bad = await oncely([
+      'keys',
+      'create',
+      '--tenant',
+      TENANT,
+      '--actor',
+      'has space',
+      '--role',
+      'operator',
+      '--database-url',
+      h.url,
+    ]);
+    expect(bad.code).toBe(1);
+    expect(bad.stderr).toContain('LEDGER_ACTOR_INVALID');
+  });
+});
+
+describe('the operator CLI against a running API', () => {
+  let h: ApiHarness;
+  let env: Record<string, string>;
+
+  beforeAll(async () => {
+    h = await ApiHarness.start('sqlite');
+    env = { ONCELY_API_URL: h.base, ONCELY_API_KEY: h.keys.operator };
+  });
+  afterAll(async () => {
+    await h.close();
+  });
+
+  it('executions list | show | resolve: a readable table, --json for scripts, and the decision in the ledger', async () => {
+    const record = await h.seedCall('indeterminate');
+    const listed = await oncely(['executions', 'list'], env);
+    expect(listed.code, listed.stderr).toBe(0);
+    expect(listed.stdout).toMatch(/^KEY\s+TOOL\s+STATUS\s+WAITING\s+DETAIL/);
+    expect(listed.stdout).toMatch(new RegExp(`${record.idempotencyKey}\\s+issue_credit\\s+indeterminate`));
+    const json = await oncely(['executions', 'list', '--json'], env);
+    expect(
+      JSON.parse(json.stdout).items.map((r: { idempotency_key: string }) => r.idempotency_key),
+    ).toContain(record.idempotencyKey);
+
+    const shown = await oncely(['executions', 'show', record.idempotencyKey], env);
+    expect(shown.code, shown.stderr).toBe(0);
+    expect(shown.stdout).toContain('indeterminate');
+    expect(shown.stdout).toMatch(/transition\s+started -> indeterminate\s+runtime:seed/);
+
+    const resolved = await oncely(
+      [
+        'executions',
+        'resolve',
+        record.idempotencyKey,
+        '--status',
+        'completed',
+        '--reason',
+        'receipt cr_1 in billing',
+        '--result',
+        '{"receipt":"cr_1"}',
+        '--result-reference',
+        'cr_1',
+      ],
+      env,
+    );
+    expect(resolved.code, resolved.stderr).toBe(0);
+    expect(resolved.stdout).toBe(`${record.idempotencyKey} is now completed\n`);
+    expect(await h.store.ledger.get(TENANT, record.idempotencyKey)).toMatchObject({
+      status: 'completed',
+      result: { receipt: 'cr_1' },
+      resultReference: 'cr_1',
+      settledBy: { kind: 'operator', id: 'ops-ana' },
+    });
+
+    const again = await oncely(
+      ['executions', 'resolve', record.idempotencyKey, '--status', 'failed', '--reason', 'x'],
+      env,
+    );
+    expect(again.code).toBe(1);
+    expect(again.stderr).toMatch(
+      /^oncely: LEDGER_ALREADY_SETTLED: tool call \S+ is already completed \(settled by operator ops-ana\)/,
+    );
+    const badJson = await oncely(
+      [
+        'executions',
+        'resolve',
+        record.idempotencyKey,
+        '--status',
+        'completed',
+        '--reason',
+        'x',
+        '--result',
+        '{oops',
+      ],
+      env,
+    );
+    expect(badJson.code).toBe(1);
+    expect(badJson.stderr).toContain('--result must be JSON');
+  });
+
+  it('executions compensate runs the hook once and says so', async () => {
+    const record = await h.seedCall('completed');
+    const ran = await oncely(
+      ['executions', 'compensate', record.idempotencyKey, '--reason', 'wrong account'],
+      env,
+    );
+    expect(ran.code, ran.stderr).toBe(0);
+    expect(ran.stdout).toBe(
+      `${record.idempotencyKey} is compensated (${record.idempotencyKey}:compensation completed)\n`,
+    );
+    expect(h.fixtures.downstream.refunds).toContain(`${record.idempotencyKey}:compensation`);
+    expect((await h.store.ledger.get(TENANT, record.idempotencyKey))?.status).toBe('compensated');
+  });
+
+  it('approvals list | approve | reject', async () => {
+    const first = await h.drivenRun('approval-agent');
+    const second = await h.drivenRun('approval-agent');
+    const [a] = await h.store.runs.approvalsOfRun(TENANT, first);
+    const [b] = await h.store.runs.approvalsOfRun(TENANT, second);
+    const listed = await oncely(['approvals', 'list', '--status', 'pending'], env);
+    expect(listed.code, listed.stderr).toBe(0);
+    expect(listed.stdout).toMatch(new RegExp(`${a!.idempotencyKey}\\s+approved_credit\\s+pending`));
+    const approved = await oncely(['approvals', 'approve', a!.idempotencyKey], env);
+    expect([approved.code, approved.stdout]).toEqual([0, `${a!.idempotencyKey} is approved\n`]);
+    const noReason = await oncely(['approvals', 'reject', b!.idempotencyKey], env);
+    expect(noReason.code).toBe(1);
+    expect(noReason.stderr).toContain("required option '--reason <text>' not specified");
+    const rejected = await oncely(
+      ['approvals', 'reject', b!.idempotencyKey, '--reason', 'not owed', '--json'],
+      env,
+    );
+    expect(rejected.code, rejected.stderr).toBe(0);
+    expect(JSON.parse(rejected.stdout)).toMatchObject({
+      status: 'rejected',
+      reason: 'not owed',
+      decided_by: 'ops-ana',
+    });
+    expect((await h.store.runs.getApproval(TENANT, b!.idempotencyKey))?.status).toBe('rejected');
+  });
+
+  it('runs list | show | cancel', async () => {
+    const runId = await h.drivenRun('approval-agent');
+    const listed = await oncely(['runs', 'list', '--status', 'awaiting_approval'], env);
+    expect(listed.stdout).toMatch(new RegExp(`${runId}\\s+approval-agent\\s+awaiting_approval`));
+    const shown = await oncely(['runs', 'show', runId], env);
+    expect(shown.code, shown.stderr).toBe(0);
+    expect(shown.stdout).toContain(`${runId}  approval-agent  awaiting_approval`);
+    expect(shown.stdout).toMatch(/CALL\s+TOOL\s+HEARD/);
+    const cancelled = await oncely(['runs', 'cancel', runId, '--reason', 'duplicate request'], env);
+    expect([cancelled.code, cancelled.stdout]).toEqual([0, `${runId} is cancelled\n`]);
+    expect((await h.store.runs.get(TENANT, runId))?.status).toBe('cancelled');
+    const missing = await oncely(['runs', 'show', 'run_nope'], env);
+    expect(missing.code).toBe(1);
+    expect(missing.stderr).toContain('RUN_NOT_FOUND');
+  });
+
+  it('errors say what to do: no key, a bad key, a viewer key, no server', async () => {
+    const noKey = await oncely(['executions', 'list'], { ONCELY_API_URL: h.base });
+    expect(noKey.code).toBe(1);
+    expect(noKey.stderr).toContain('API_KEY_MISSING: no API key: set ONCELY_API_KEY (or pass --api-key)');
+    const badKey = await oncely(
+      ['executions', 'list', '--api-key', 'oncely_000000000000_' + 'A'.repeat(43)],
+      {
+        ONCELY_API_URL: h.base,
+      },
+    );
+    expect(badKey.code).toBe(1);
+    expect(badKey.stderr).toContain('API_KEY_INVALID');
+    expect(badKey.stderr).toContain('check ONCELY_API_KEY');
+    const viewer = await oncely(['runs', 'cancel', 'run_x', '--reason', 'x'], {
+      ...env,
+      ONCELY_API_KEY: h.keys.viewer,
+    });
+    expect(viewer.stderr).toContain("API_FORBIDDEN: this key's role is viewer");
+    const port = await closedPort();
+    const down = await oncely(['runs', 'list', '--api-url', `http://127.0.0.1:${port}`], env);
+    expect(down.code).toBe(1);
+    expect(down.stderr).toContain('API_UNREACHABLE');
+    expect(down.stderr).toContain('is `oncely serve` running there?');
+  });
+});
+
+describe('docs/cli.md', () => {
+  it('shows an example of every operator command, `keys` and `serve`', () => {
+    const doc = readFileSync(new URL('../../docs/cli.md', import.meta.url), 'utf8');
+    const commands = [
+      'executions list',
+      'executions show',
+      'executions resolve',
+      'executions compensate',
+      'approvals list',
+      'approvals approve',
+      'approvals reject',
+      'runs list',
+      'runs show',
+      'runs cancel',
+      'keys create',
+      'keys list',
+      'keys revoke',
+      'serve',
+    ];
+    const missing = commands.filter((c) => !doc.includes(`$ oncely ${c}`));
+    expect(missing).toEqual([]);
+  });
+});

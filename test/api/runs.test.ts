@@ -1,0 +1,253 @@
+/* eslint-disable @typescript-eslint/no-unsafe-member-access, @typescript-eslint/no-unsafe-call, @typescript-eslint/no-unsafe-assignment -- HTTP answers are JSON of no static type, read by assertions */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { buildApiServer } from '../../src/api/index.js';
+import { DIALECTS, TENANT, ApiHarness } from './support/harness.js';
+
+interface SseEvent {
+  id: number;
+  event: string;
+  data: { id: number; type: string; data: unknown };
+}
+
+/** Reads a server-sent event stream to its end (or until `until` says stop), parsed. */
+async function readEvents(
+  response: Response,
+  until: (events: SseEvent[]) => boolean = () => false,
+): Promise<SseEvent[]> {
+  const events: SseEvent[] = [];
+  const reader = response.body!.pipeThrough(new TextDecoderStream()).getReader();
+  let buffer = '';
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    buffer += value;
+    let end = buffer.indexOf('\n\n');
+    while (end >= 0) {
+      const block = buffer.slice(0, end);
+      buffer = buffer.slice(end + 2);
+      const fields = Object.fromEntries(
+        block
+          .split('\n')
+          .filter((l) => !l.startsWith(':') && l.includes(': '))
+          .map((l) => [l.slice(0, l.indexOf(': ')), l.slice(l.indexOf(': ') + 2)]),
+      );
+      if (fields.id !== undefined) {
+        events.push({
+          id: Number(fields.id),
+          event: fields.event!,
+          data: JSON.parse(fields.data!) as SseEvent['data'],
+        });
+      }
+      end = buffer.indexOf('\n\n');
+    }
+    if (until(events)) {
+      await reader.cancel();
+      break;
+    }
+  }
+  return events;
+}
+
+describe.each(DIALECTS)('runs over HTTP on %s', (dialect) => {
+  let h: ApiHarness;
+
+  beforeAll(async () => {
+    h = await ApiHarness.start(dialect);
+  });
+  afterAll(async () => {
+    await h.close();
+  });
+
+  describe('POST /v1/runs', () => {
+    it('creates a queued run (201); the same run id, agent and input again is 200; other input is 409', async () => {
+      const runId = h.nextId('run_client');
+      const body = { agent: 'credit-agent', input: { message: 'credit acct_1 $25' }, run_id: runId };
+      const created = await h.request('POST', '/v1/runs', { key: h.keys.operator, body });
+      expect(created.status).toBe(201);
+      expect(created.body).toMatchObject({
+        run_id: runId,
+        agent: 'credit-agent',
+        status: 'queued',
+        tenant_id: TENANT,
+        step: 0,
+      });
+      const again = await h.request('POST', '/v1/runs', { key: h.keys.operator, body });
+      expect(again.status).toBe(200);
+      expect(again.body.created_at).toBe(created.body.created_at);
+      const before = await h.snapshot();
+      const conflict = await h.request('POST', '/v1/runs', {
+        key: h.keys.operator,
+        body: { ...body, input: 'something else' },
+      });
+      expect(conflict.status).toBe(409);
+      expect(conflict.body.error.code).toBe('RUN_CONFLICT');
+      expect(await h.snapshot()).toBe(before);
+      const stored = await h.store.runs.get(TENANT, runId);
+      expect(stored).toMatchObject({
+        status: 'queued',
+        agent: 'credit-agent',
+        input: { message: 'credit acct_1 $25' },
+      });
+      const line = h.logLines.find((l) => l.msg === 'run created' && l.runId === runId);
+      expect(line).toMatchObject({ actor: 'ops-ana', tenant: TENANT });
+    });
+
+    it('mints a run id when none is given, and answers 422 for an agent this server does not have', async () => {
+      const minted = await h.request('POST', '/v1/runs', {
+        key: h.keys.operator,
+        body: { agent: 'credit-agent', input: 'hi' },
+      });
+      expect(minted.status).toBe(201);
+      expect(minted.body.run_id).toMatch(/^run_[0-9a-f]{16}$/);
+      const before = await h.snapshot();
+      const unknown = await h.request('POST', '/v1/runs', {
+        key: h.keys.operator,
+        body: { agent: 'no-such-agent', input: 'hi' },
+      });
+      expect(unknown.status).toBe(422);
+      expect(unknown.body.error.code).toBe('AGENT_NOT_FOUND');
+      expect(await h.snapshot()).toBe(before);
+    });
+  });
+
+  describe('GET /v1/runs and /v1/runs/{id}', () => {
+    it("shows a run and lists the tenant's runs with filters and pages", async () => {
+      const t = await h.newTenant();
+      const ids: string[] = [];
+      for (let i = 0; i < 3; i++) {
+        const answer = await h.request('POST', '/v1/runs', {
+          key: t.operator,
+          body: { agent: i === 2 ? 'approval-agent' : 'credit-agent', input: `run ${i}` },
+        });
+        ids.push(answer.body.run_id as string);
+      }
+      await h.runtime.drive(t.tenantId, ids[0]!);
+      const shown = await h.request('GET', `/v1/runs/${ids[0]}`, { key: t.viewer });
+      expect(shown.status).toBe(200);
+      expect(shown.body).toMatchObject({
+        run_id: ids[0],
+        status: 'completed',
+        result: { text: 'Done.' },
+        step: 2,
+      });
+      expect(shown.body.pending_calls).toEqual([]);
+
+      const page1 = await h.request('GET', '/v1/runs?limit=2', { key: t.viewer });
+      const page2 = await h.request('GET', `/v1/runs?limit=2&cursor=${page1.body.next_cursor}`, {
+        key: t.viewer,
+      });
+      expect([...page1.body.items, ...page2.body.items].map((r: { run_id: string }) => r.run_id)).toEqual(
+        ids,
+      );
+      expect(page2.body.next_cursor).toBeNull();
+      const queued = await h.request('GET', '/v1/runs?status=queued&agent=credit-agent', { key: t.viewer });
+      expect(queued.body.items.map((r: { run_id: string }) => r.run_id)).toEqual([ids[1]]);
+      const other = await h.request('GET', `/v1/runs/${ids[0]}`, { key: h.keys.viewer });
+      expect(other.status).toBe(404);
+      expect(other.body.error.code).toBe('RUN_NOT_FOUND');
+    });
+  });
+
+  describe('POST /v1/runs/{id}/cancel', () => {
+    it('cancels a run that has not ended (with the reason and actor in its events); a final run is 409', async () => {
+      const runId = await h.drivenRun('approval-agent');
+      expect((await h.store.runs.get(TENANT, runId))?.status).toBe('awaiting_approval');
+      const cancelled = await h.request('POST', `/v1/runs/${runId}/cancel`, {
+        key: h.keys.operator,
+        body: { reason: 'customer withdrew the request' },
+      });
+      expect(cancelled.status).toBe(200);
+      expect(cancelled.body).toMatchObject({
+        status: 'cancelled',
+        status_reason: 'customer withdrew the request',
+      });
+      const events = await h.store.runs.events(TENANT, runId, 0, 100);
+      expect(events.at(-1)).toMatchObject({
+        type: 'run.status',
+        data: { status: 'cancelled', reason: 'customer withdrew the request', actor: 'ops-ana' },
+      });
+      const before = await h.snapshot();
+      const again = await h.request('POST', `/v1/runs/${runId}/cancel`, {
+        key: h.keys.operator,
+        body: { reason: 'again' },
+      });
+      expect(again.status).toBe(409);
+      expect(again.body.error.code).toBe('RUN_ALREADY_FINAL');
+      expect(await h.snapshot()).toBe(before);
+    });
+  });
+
+  describe('GET /v1/runs/{id}/events', () => {
+    it('streams every event of a finished run in id order, then ends; Last-Event-ID resumes after it', async () => {
+      const runId = await h.drivenRun('credit-agent');
+      const stored = await h.store.runs.events(TENANT, runId, 0, 1000);
+      expect(stored.length).toBeGreaterThan(2);
+      const response = await fetch(`${h.base}/v1/runs/${runId}/events`, {
+        headers: { authorization: `Bearer ${h.keys.viewer}` },
+      });
+      expect(response.status).toBe(200);
+      expect(response.headers.get('content-type')).toMatch(/^text\/event-stream/);
+      const events = await readEvents(response);
+      expect(events.map((e) => e.id)).toEqual(stored.map((e) => e.id));
+      expect(events.map((e) => e.event)).toEqual(stored.map((e) => e.type));
+      expect(events.at(-1)?.data).toMatchObject({ type: 'run.status' });
+
+      const middle = stored[1]!.id;
+      const resumed = await fetch(`${h.base}/v1/runs/${runId}/events`, {
+        headers: { authorization: `Bearer ${h.keys.viewer}`, 'last-event-id': String(middle) },
+      });
+      expect((await readEvents(resumed)).map((e) => e.id)).toEqual(stored.slice(2).map((e) => e.id));
+      const byQuery = await fetch(`${h.base}/v1/runs/${runId}/events?after=${middle}`, {
+        headers: { authorization: `Bearer ${h.keys.viewer}` },
+      });
+      expect((await readEvents(byQuery)).map((e) => e.id)).toEqual(stored.slice(2).map((e) => e.id));
+    });
+
+    it('follows a live run: events written after the stream opened arrive on it', async () => {
+      const created = await h.request('POST', '/v1/runs', {
+        key: h.keys.operator,
+        body: { agent: 'credit-agent', input: 'live' },
+      });
+      const runId = created.body.run_id as string;
+      const response = await fetch(`${h.base}/v1/runs/${runId}/events`, {
+        headers: { authorization: `Bearer ${h.keys.viewer}` },
+      });
+      const reading = readEvents(response);
+      await new Promise((resolve) => setTimeout(resolve, 150));
+      await h.runtime.drive(TENANT, runId);
+      const events = await reading;
+      const stored = await h.store.runs.events(TENANT, runId, 0, 1000);
+      expect(events.map((e) => e.id)).toEqual(stored.map((e) => e.id));
+      expect(events[0]?.event).toBe('run.created');
+      expect((await h.store.runs.get(TENANT, runId))?.status).toBe('completed');
+    });
+
+    it('ends open streams when the server closes, so closing does not wait for clients', async () => {
+      const runId = await h.drivenRun('approval-agent'); // waits: its stream would never end by itself
+      const app = await buildApiServer({ runtime: h.runtime, eventPollMs: 50 });
+      const base = await app.listen({ host: '127.0.0.1', port: 0 });
+      const response = await fetch(`${base}/v1/runs/${runId}/events`, {
+        headers: { authorization: `Bearer ${h.keys.viewer}` },
+      });
+      expect(response.status).toBe(200);
+      const reading = readEvents(response);
+      const started = Date.now();
+      await app.close();
+      const events = await reading;
+      expect(Date.now() - started).toBeLessThan(3_000);
+      expect(events.map((e) => e.event)).toContain('approval.requested');
+    });
+
+    it("answers 404 for another tenant's run and 400 for a malformed Last-Event-ID", async () => {
+      const runId = await h.drivenRun('credit-agent');
+      const other = await h.request('GET', `/v1/runs/${runId}/events`, { key: h.keys.otherViewer });
+      expect(other.status).toBe(404);
+      const bad = await h.request('GET', `/v1/runs/${runId}/events`, {
+        key: h.keys.viewer,
+        headers: { 'last-event-id': '1; DROP TABLE run_events' },
+      });
+      expect(bad.status).toBe(400);
+      expect(bad.body.error.code).toBe('API_REQUEST_INVALID');
+    });
+  });
+});

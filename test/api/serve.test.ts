@@ -1,0 +1,142 @@
+import { fileURLToPath } from 'node:url';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { afterEach, describe, expect, it } from 'vitest';
+import { createTestDatabase, tempSqlitePath } from '../support/databases.js';
+import { OncelyProcess, waitFor } from '../support/processes.js';
+
+const CONFIG = fileURLToPath(new URL('./fixture/oncely.yaml', import.meta.url));
+
+/** `oncely serve` on an ephemeral port; resolves once it logged where it listens. */
+async function serve(
+  databaseUrl: string,
+  extra: string[] = [],
+): Promise<{ proc: OncelyProcess; base: string }> {
+  const proc = new OncelyProcess(
+    ['serve', '--config', CONFIG, '--database-url', databaseUrl, '--port', '0', '--poll-ms', '100', ...extra],
+    { ONCELY_LOG_LEVEL: 'info' },
+  );
+  const base = await waitFor(
+    'oncely serve to listen',
+    () => {
+      if (proc.child.exitCode !== null)
+        throw new Error(`serve exited ${proc.child.exitCode}: ${proc.stderr}`);
+      const line = proc.stderr.split('\n').find((l) => l.includes('serving the oncely API'));
+      return Promise.resolve(
+        line === undefined ? undefined : (JSON.parse(line) as { address: string }).address,
+      );
+    },
+    20_000,
+  );
+  return { proc, base };
+}
+
+async function createKey(databaseUrl: string, role: string): Promise<string> {
+  const proc = new OncelyProcess(
+    [
+      'keys',
+      'create',
+      '--tenant',
+      'acme',
+      '--actor',
+      'ops-e2e',
+      '--role',
+      role,
+      '--database-url',
+      databaseUrl,
+    ],
+    {},
+  );
+  const exit = await proc.exit(20_000);
+  expect(exit.code, proc.stderr).toBe(0);
+  return proc.stdout.split('\n')[0]!;
+}
+
+describe('oncely serve', () => {
+  const cleanups: (() => Promise<void>)[] = [];
+  afterEach(async () => {
+    for (let job = cleanups.pop(); job !== undefined; job = cleanups.pop()) await job();
+  });
+
+  it('serves the API with a worker in the same process, and stops cleanly on SIGTERM', async () => {
+    const file = tempSqlitePath('serve');
+    cleanups.push(() => Promise.resolve(file.cleanup()));
+    const url = `sqlite:${file.path}`;
+    const { proc, base } = await serve(url);
+    cleanups.push(() => proc.kill());
+    const key = await createKey(url, 'operator');
+    const headers = { authorization: `Bearer ${key}`, 'content-type': 'application/json' };
+
+    expect((await fetch(`${base}/readyz`)).status).toBe(200);
+    const created = await fetch(`${base}/v1/runs`, {
+      method: 'POST',
+      headers,
+      body: JSON.stringify({ agent: 'credit-agent', input: 'credit acct_1 $25', run_id: 'run_e2e_1' }),
+    });
+    expect(created.status).toBe(201);
+    const done = await waitFor(
+      'the in-process worker to finish the run',
+      async () => {
+        const run = (await (await fetch(`${base}/v1/runs/run_e2e_1`, { headers })).json()) as {
+          status: string;
+        };
+        return run.status === 'completed' ? run : undefined;
+      },
+      20_000,
+      100,
+    );
+    expect(done).toMatchObject({ status: 'completed', result: { text: 'Credited.' } });
+    const calls = (await (
+      await fetch(`${base}/v1/tool-executions?status=completed`, { headers })
+    ).json()) as {
+      items: { idempotency_key: string; tool_name: string }[];
+    };
+    expect(calls.items).toHaveLength(1);
+    expect(calls.items[0]?.tool_name).toBe('issue_credit');
+    const metrics = await (await fetch(`${base}/metrics`)).text();
+    expect(metrics).toMatch(/^oncely_runs\{status="completed"\} 1$/m);
+    expect(metrics).toMatch(/^oncely_tool_calls\{tool="issue_credit",status="completed"\} 1$/m);
+    expect(metrics).toMatch(
+      /^oncely_ledger_operation_duration_seconds_count\{operation="reserve",outcome="ok"\} [1-9]/m,
+    );
+
+    const exit = await proc.stop(20_000);
+    expect(exit, proc.stderr).toEqual({ code: 0, signal: null });
+    expect(proc.stderr).toContain('"msg":"stopped"');
+    const logged = proc.stderr.split('\n').filter((l) => l.includes('"runId":"run_e2e_1"'));
+    expect(logged.some((l) => l.includes('"actor":"ops-e2e"'))).toBe(true);
+  });
+
+  it('with --no-worker serves the API only: a new run stays queued', async () => {
+    const file = tempSqlitePath('serve_no_worker');
+    cleanups.push(() => Promise.resolve(file.cleanup()));
+    const url = `sqlite:${file.path}`;
+    const { proc, base } = await serve(url, ['--no-worker']);
+    cleanups.push(() => proc.kill());
+    const key = await createKey(url, 'operator');
+    const headers = { authorization: `Bearer ${key}`, 'content-type': 'application/json' };
+    const created = await fetch(`${base}/v1/runs`, {
+      method: 'POST',
+      headers,
+      body: JSON.stringify({ agent: 'credit-agent', input: 'x', run_id: 'run_e2e_2' }),
+    });
+    expect(created.status).toBe(201);
+    await sleep(1_000);
+    const run = (await (await fetch(`${base}/v1/runs/run_e2e_2`, { headers })).json()) as { status: string };
+    expect(run.status).toBe('queued');
+    expect((await proc.stop(20_000)).code).toBe(0);
+  });
+
+  it('refuses a PostgreSQL database whose schema it does not know, saying to migrate', async () => {
+    const db = await createTestDatabase('serve_unmigrated');
+    cleanups.push(() => db.drop());
+    const proc = new OncelyProcess(
+      ['serve', '--config', CONFIG, '--database-url', db.url, '--port', '0'],
+      {},
+    );
+    cleanups.push(() => proc.kill());
+    const exit = await proc.exit(20_000);
+    expect(exit.code).toBe(1);
+    expect(proc.stderr).toContain('SCHEMA_OUTDATED');
+    expect(proc.stderr).toContain('run `oncely migrate`');
+  });
+});

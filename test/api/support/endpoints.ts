@@ -1,0 +1,147 @@
+import type { ApiKeyRole } from '../../../src/store/index.js';
+import { createApiKey } from '../../../src/api/index.js';
+import { TENANT, type ApiHarness } from './harness.js';
+
+/** Records of tenant acme that every endpoint can be pointed at. */
+export interface Seeds {
+  /** An indeterminate call (resolvable). */
+  readonly unknownKey: string;
+  /** A completed call of a tool with a compensation hook (compensable). */
+  readonly completedKey: string;
+  /** A run waiting for approval (cancellable), and its pending approval. */
+  readonly runId: string;
+  readonly approvalKey: string;
+  /** A live viewer key of acme (revocable). */
+  readonly keyId: string;
+}
+
+export interface Endpoint {
+  readonly method: 'GET' | 'POST';
+  /** The route as the server registered it. */
+  readonly route: string;
+  readonly role: ApiKeyRole;
+  /** `record`: about one of acme's records; `list`: acme's records; `create`: makes a new one. */
+  readonly kind: 'record' | 'list' | 'create';
+  /** An event stream: read its headers only. */
+  readonly stream?: boolean;
+  path(seeds: Seeds): string;
+  /** A body the route accepts. */
+  body?(seeds: Seeds): Record<string, unknown>;
+}
+
+const enc = encodeURIComponent;
+
+/** Every authenticated route of the API, with a valid request for each. */
+export const ENDPOINTS: readonly Endpoint[] = [
+  {
+    method: 'GET',
+    route: '/v1/tool-executions',
+    role: 'viewer',
+    kind: 'list',
+    path: () => '/v1/tool-executions?status=all',
+  },
+  {
+    method: 'GET',
+    route: '/v1/tool-executions/:key',
+    role: 'viewer',
+    kind: 'record',
+    path: (s) => `/v1/tool-executions/${enc(s.unknownKey)}`,
+  },
+  {
+    method: 'POST',
+    route: '/v1/tool-executions/:key/resolve',
+    role: 'operator',
+    kind: 'record',
+    path: (s) => `/v1/tool-executions/${enc(s.unknownKey)}/resolve`,
+    body: () => ({ status: 'failed', reason: 'checked the billing console' }),
+  },
+  {
+    method: 'POST',
+    route: '/v1/tool-executions/:key/compensate',
+    role: 'operator',
+    kind: 'record',
+    path: (s) => `/v1/tool-executions/${enc(s.completedKey)}/compensate`,
+    body: () => ({ reason: 'credited by mistake' }),
+  },
+  {
+    method: 'POST',
+    route: '/v1/runs',
+    role: 'operator',
+    kind: 'create',
+    path: () => '/v1/runs',
+    body: () => ({ agent: 'credit-agent', input: 'credit acct_1' }),
+  },
+  { method: 'GET', route: '/v1/runs', role: 'viewer', kind: 'list', path: () => '/v1/runs' },
+  {
+    method: 'GET',
+    route: '/v1/runs/:run_id',
+    role: 'viewer',
+    kind: 'record',
+    path: (s) => `/v1/runs/${s.runId}`,
+  },
+  {
+    method: 'POST',
+    route: '/v1/runs/:run_id/cancel',
+    role: 'operator',
+    kind: 'record',
+    path: (s) => `/v1/runs/${s.runId}/cancel`,
+    body: () => ({ reason: 'no longer needed' }),
+  },
+  {
+    method: 'GET',
+    route: '/v1/runs/:run_id/events',
+    role: 'viewer',
+    kind: 'record',
+    stream: true,
+    path: (s) => `/v1/runs/${s.runId}/events`,
+  },
+  { method: 'GET', route: '/v1/approvals', role: 'viewer', kind: 'list', path: () => '/v1/approvals' },
+  {
+    method: 'POST',
+    route: '/v1/approvals/:key/approve',
+    role: 'operator',
+    kind: 'record',
+    path: (s) => `/v1/approvals/${enc(s.approvalKey)}/approve`,
+    body: () => ({}),
+  },
+  {
+    method: 'POST',
+    route: '/v1/approvals/:key/reject',
+    role: 'operator',
+    kind: 'record',
+    path: (s) => `/v1/approvals/${enc(s.approvalKey)}/reject`,
+    body: () => ({ reason: 'not owed' }),
+  },
+  { method: 'GET', route: '/v1/api-keys', role: 'admin', kind: 'list', path: () => '/v1/api-keys' },
+  {
+    method: 'POST',
+    route: '/v1/api-keys',
+    role: 'admin',
+    kind: 'create',
+    path: () => '/v1/api-keys',
+    body: () => ({ actor_id: 'new-operator', role: 'operator' }),
+  },
+  {
+    method: 'POST',
+    route: '/v1/api-keys/:key_id/revoke',
+    role: 'admin',
+    kind: 'record',
+    path: (s) => `/v1/api-keys/${s.keyId}/revoke`,
+  },
+];
+
+/** Acme's records for the endpoints to point at. */
+export async function seed(h: ApiHarness): Promise<Seeds> {
+  const unknown = await h.seedCall('indeterminate');
+  const completed = await h.seedCall('completed');
+  const runId = await h.drivenRun('approval-agent');
+  const [approval] = await h.store.runs.approvalsOfRun(TENANT, runId);
+  const spare = await createApiKey(h.store.apiKeys, { tenantId: TENANT, actorId: 'spare', role: 'viewer' });
+  return {
+    unknownKey: unknown.idempotencyKey,
+    completedKey: completed.idempotencyKey,
+    runId,
+    approvalKey: approval!.idempotencyKey,
+    keyId: spare.record.keyId,
+  };
+}

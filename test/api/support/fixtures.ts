@@ -1,0 +1,99 @@
+import { z } from 'zod';
+import { defineAgent, type Agent } from '../../../src/agents/index.js';
+import { scriptedModel } from '../../../src/models/index.js';
+import { defineTool, external, write, type Tool, type ToolContext } from '../../../src/tools/index.js';
+
+/** A downstream system the test can look into: every effect and every undo, by key. */
+export class Downstream {
+  readonly credits: string[] = [];
+  readonly refunds: string[] = [];
+  /** Executions of `slow_write` waiting for `release()`. */
+  readonly #waiting: (() => void)[] = [];
+
+  /** Lets every `slow_write` execution that timed out finish now (its late outcome). */
+  release(): void {
+    for (let go = this.#waiting.shift(); go !== undefined; go = this.#waiting.shift()) go();
+  }
+
+  hold(): Promise<void> {
+    return new Promise((resolve) => this.#waiting.push(resolve));
+  }
+}
+
+const amount = z.object({ accountId: z.string(), amountCents: z.number().int().positive() });
+
+export interface Fixtures {
+  readonly downstream: Downstream;
+  readonly tools: {
+    readonly credit: Tool;
+    readonly slowWrite: Tool;
+    readonly approvedCredit: Tool;
+  };
+  readonly agents: readonly Agent[];
+}
+
+/**
+ * Tools and agents for API tests: `issue_credit` (an external call with a compensation hook),
+ * `slow_write` (a write that outlives its 100 ms timeout until released, so its call is
+ * indeterminate and its late outcome arrives when the test says), and `approved_credit` (waits for
+ * an operator's approval). Each agent makes one call, then answers.
+ */
+export function apiFixtures(): Fixtures {
+  const downstream = new Downstream();
+  const credit = defineTool({
+    name: 'issue_credit',
+    description: "Credit a customer's account",
+    input: amount,
+    effect: external(),
+    execute: (_args, ctx: ToolContext) => {
+      downstream.credits.push(ctx.idempotencyKey);
+      return { receipt: `cr_${ctx.idempotencyKey}` };
+    },
+    resultReference: (value: { receipt: string }) => value.receipt,
+    compensate: async (record, ctx) => {
+      downstream.refunds.push(ctx.idempotencyKey);
+      await new Promise((resolve) => setTimeout(resolve, 20)); // long enough for two requests to overlap
+      return { refunded: record.idempotencyKey };
+    },
+  });
+  const slowWrite = defineTool({
+    name: 'slow_write',
+    description: 'Change an owner; answers only when released, after its timeout',
+    input: z.object({ accountId: z.string() }),
+    effect: write(),
+    timeoutMs: 100,
+    execute: async (_args, ctx: ToolContext) => {
+      await downstream.hold();
+      downstream.credits.push(ctx.idempotencyKey);
+      return { changed: true };
+    },
+  });
+  const approvedCredit = defineTool({
+    name: 'approved_credit',
+    description: 'Credit an account once an operator approves',
+    input: amount,
+    effect: external({ approval: true }),
+    execute: (_args, ctx: ToolContext) => {
+      downstream.credits.push(ctx.idempotencyKey);
+      return { receipt: `ap_${ctx.idempotencyKey}` };
+    },
+  });
+  const oneCall = (name: string, tool: Tool, input: unknown, pause = false): Agent =>
+    defineAgent({
+      name,
+      instructions: 'Do the one thing asked.',
+      model: scriptedModel([{ toolCalls: [{ toolName: tool.name, input }] }, { text: 'Done.' }]),
+      tools: [tool],
+      ...(pause ? { toolPolicy: { onIndeterminate: 'pause' as const } } : {}),
+    });
+  const args = { accountId: 'acct_1', amountCents: 2500 };
+  return {
+    downstream,
+    tools: { credit, slowWrite, approvedCredit },
+    agents: [
+      oneCall('credit-agent', credit, args),
+      oneCall('slow-agent', slowWrite, { accountId: 'acct_1' }, true),
+      oneCall('approval-agent', approvedCredit, args),
+    ],
+  };
+}
