@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import { Command, CommanderError } from 'commander';
 import { isOncelyError } from '../errors/index.js';
 import { approvalsCommand } from './approvals.js';
+import { demoCommand } from './demo.js';
 import { executionsCommand } from './executions.js';
 import { keysCommand } from './keys.js';
 import { migrateCommand } from './migrate.js';
@@ -24,6 +25,7 @@ export function buildProgram(): Command {
     .version(packageVersion())
     .showHelpAfterError()
     .exitOverride();
+  program.addCommand(demoCommand());
   program.addCommand(migrateCommand());
   program.addCommand(workerCommand());
   program.addCommand(serveCommand());

@@ -43,6 +43,8 @@ export class BillingService {
   readonly credits: Credit[] = [];
   /** Requests that asked to apply something, by key or reference (a deduplicated retry counts too). */
   readonly requests = new Map<string, number>();
+  /** Void requests per credit id (voiding is idempotent; this counts how often it was asked). */
+  readonly voidRequests = new Map<string, number>();
   readonly #faults: { fault: Fault; hangMs: number }[] = [];
   readonly #sockets = new Set<Socket>();
   readonly #closing = new AbortController();
@@ -122,7 +124,9 @@ export class BillingService {
     }
     const voiding = /^\/v1\/credits\/([A-Za-z0-9_]+)\/void$/.exec(path);
     if (req.method === 'POST' && voiding !== null) {
-      const credit = this.credits.find((c) => c.id === voiding[1]);
+      const id = voiding[1] ?? '';
+      this.voidRequests.set(id, (this.voidRequests.get(id) ?? 0) + 1);
+      const credit = this.credits.find((c) => c.id === id);
       if (credit === undefined) return send(res, 404, { error: 'no such credit' });
       credit.voided = true;
       return send(res, 200, wire(credit));
