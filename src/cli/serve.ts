@@ -4,6 +4,7 @@ import { startWorker, type Worker } from '../worker/index.js';
 import { shownUrl } from './config.js';
 import { createLogger } from './logger.js';
 import { runtimeFromConfig } from './runtime-from-config.js';
+import { stopped } from './signals.js';
 import { positiveInt } from './worker.js';
 
 interface ServeFlags {
@@ -77,32 +78,11 @@ async function serve(flags: ServeFlags): Promise<void> {
       { address, database: shownUrl(url), agents: [...config.agents.keys()], worker: flags.worker },
       'serving the oncely API',
     );
-    await stopped(log);
+    await stopped(log, 'stopping: no new requests or runs; finishing those in flight');
     await app.close();
   } finally {
     await worker?.stop();
     await opened.close();
     log.info({}, 'stopped');
   }
-}
-
-/** Resolves on the first SIGTERM or SIGINT; a second one exits at once. */
-function stopped(log: ReturnType<typeof createLogger>): Promise<void> {
-  return new Promise((resolve) => {
-    let signals = 0;
-    const onSignal = (signal: NodeJS.Signals): void => {
-      signals += 1;
-      if (signals > 1) {
-        log.warn(
-          { signal },
-          'second signal: exiting now; runs in flight are recovered when their lease expires',
-        );
-        process.exit(130);
-      }
-      log.info({ signal }, 'stopping: no new requests or runs; finishing those in flight');
-      resolve();
-    };
-    process.on('SIGTERM', onSignal);
-    process.on('SIGINT', onSignal);
-  });
 }

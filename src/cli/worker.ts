@@ -3,6 +3,7 @@ import { startWorker } from '../worker/index.js';
 import { shownUrl } from './config.js';
 import { createLogger } from './logger.js';
 import { runtimeFromConfig } from './runtime-from-config.js';
+import { stopped } from './signals.js';
 
 interface WorkerFlags {
   config: string;
@@ -51,22 +52,8 @@ export function workerCommand(): Command {
         { database: shownUrl(url), agents: [...config.agents.keys()], owner: runtime.owner },
         'worker started',
       );
-      let signals = 0;
-      const onSignal = (signal: NodeJS.Signals): void => {
-        signals += 1;
-        if (signals > 1) {
-          log.warn(
-            { signal },
-            'second signal: exiting now; runs in flight are recovered when their lease expires',
-          );
-          process.exit(130);
-        }
-        log.info({ signal, active: worker.active }, 'stopping: no new runs; waiting for the runs in flight');
-        void worker.stop();
-      };
-      process.on('SIGTERM', onSignal);
-      process.on('SIGINT', onSignal);
-      await worker.done;
+      await stopped(log, 'stopping: no new runs; waiting for the runs in flight');
+      await worker.stop();
       // A late answer of a timed-out tool is written if it comes soon; otherwise its call stays unknown.
       await runtime.close({ timeoutMs: 10_000 });
       log.info({}, 'worker stopped');
