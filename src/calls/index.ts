@@ -15,5 +15,6 @@ export {
   type Reserve,
 } from './execute-tool-call.js';
 export { prepareCall, assertBatch, type PreparedCall } from './prepare.js';
-export { outcomeTransition } from './record-outcome.js';
+export { outcomeTransition, recordOutcome } from './record-outcome.js';
+export { assertActorId, operatorReason, REASON_MAX } from './operator-input.js';
 export { reconcileHookOf, reconcileRecord } from './reconcile.js';

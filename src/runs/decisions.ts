@@ -1,7 +1,6 @@
-import { z } from 'zod';
-import type { Ledger } from '../calls/index.js';
+import { REASON_MAX, assertActorId, operatorReason, type Ledger } from '../calls/index.js';
 import { OncelyError } from '../errors/index.js';
-import { assertTenantId, isValidId, parseKey } from '../ledger/index.js';
+import { assertTenantId, parseKey } from '../ledger/index.js';
 import { isFinalRunStatus, type ApprovalRecord } from '../run-state/index.js';
 import { resumeIfReady } from './resume.js';
 
@@ -14,8 +13,6 @@ export interface ApprovalDecision {
   /** Required to reject: the model hears it. Optional to approve. */
   readonly reason?: string;
 }
-
-const REASON_MAX = 2_000;
 
 /**
  * Approves or rejects a call waiting for approval, compare-and-set: of two operators deciding at once
@@ -60,26 +57,21 @@ function validate(
   assertTenantId(input.tenantId);
   const parsed = parseKey(input.idempotencyKey);
   if (parsed.compensationOf !== null) throw notFound(input.idempotencyKey);
-  if (!isValidId(input.actorId)) {
-    throw new OncelyError(
-      'LEDGER_ACTOR_INVALID',
-      "a decision needs the operator's actor id: 1-128 characters of A-Z a-z 0-9 _ . -",
-    );
-  }
-  const reason = z.string().trim().min(1).max(REASON_MAX).optional().safeParse(input.reason);
-  if (!reason.success || (decision === 'rejected' && reason.data === undefined)) {
-    throw new OncelyError(
-      'LEDGER_REASON_REQUIRED',
-      decision === 'rejected'
-        ? `a rejection needs a reason (1-${REASON_MAX} characters): the model hears it`
-        : `a reason, when given, is 1-${REASON_MAX} characters`,
-    );
-  }
+  assertActorId(input.actorId, 'a decision');
+  const reason =
+    decision === 'rejected'
+      ? operatorReason(
+          input.reason,
+          `a rejection needs a reason (1-${REASON_MAX} characters): the model hears it`,
+        )
+      : input.reason === undefined
+        ? undefined
+        : operatorReason(input.reason, `a reason, when given, is 1-${REASON_MAX} characters`);
   return {
     tenantId: input.tenantId,
     key: input.idempotencyKey,
     actorId: input.actorId,
-    reason: reason.data ?? null,
+    reason: reason ?? null,
   };
 }
 

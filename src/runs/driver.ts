@@ -2,10 +2,9 @@ import type { Agent } from '../agents/index.js';
 import type { Ledger } from '../calls/index.js';
 import { crashPoint } from '../crash/index.js';
 import { OncelyError, errorInfo, isOncelyError } from '../errors/index.js';
-import type { ErrorInfo, JsonValue } from '../ledger/index.js';
 import { callModel, type ModelTurn } from '../models/index.js';
 import type { Checkpoint, CheckpointStatus, RunRecord } from '../run-state/index.js';
-import type { StoreTx } from '../store/index.js';
+import type { RunEventInput, SaveCheckpointRequest, StoreTx } from '../store/index.js';
 import type { Tool } from '../tools/index.js';
 import { Lease } from './lease.js';
 import { asModelMessages, recordTurn } from './messages.js';
@@ -24,12 +23,8 @@ export type DriveEnd =
   | { readonly kind: 'ended'; readonly status: CheckpointStatus }
   | { readonly kind: 'stood_down'; readonly reason: string };
 
-export interface SaveExtras {
-  readonly result?: JsonValue | null;
-  readonly error?: ErrorInfo | null;
-  readonly reason?: string | null;
-  readonly events?: readonly { type: string; data: JsonValue }[];
-}
+/** What a checkpoint save may write besides the checkpoint and status. */
+export type SaveExtras = Omit<SaveCheckpointRequest, 'fence' | 'checkpoint' | 'status'>;
 
 /**
  * Drives one run this process has claimed, step by step, from its checkpoint: call the model, make
@@ -202,6 +197,6 @@ export class RunDriver {
   }
 }
 
-function statusEvent(status: CheckpointStatus, extras: SaveExtras): { type: string; data: JsonValue } {
+function statusEvent(status: CheckpointStatus, extras: SaveExtras): RunEventInput {
   return { type: 'run.status', data: { status, reason: extras.reason ?? null } };
 }

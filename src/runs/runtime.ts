@@ -3,7 +3,10 @@ import { hostname } from 'node:os';
 import type { Agent } from '../agents/index.js';
 import {
   Ledger,
+  REASON_MAX,
+  assertActorId,
   compensateToolCall,
+  operatorReason,
   resolveToolCall,
   type CompensateRequest,
   type CompensationOutcome,
@@ -255,14 +258,8 @@ export class Runtime {
     request: { reason: string; actorId: string },
   ): Promise<RunRecord> {
     const run = await this.getRun(tenantId, runId);
-    if (!isValidId(request.actorId)) {
-      throw new OncelyError(
-        'LEDGER_ACTOR_INVALID',
-        "a cancel needs the operator's actor id: 1-128 of A-Z a-z 0-9 _ . -",
-      );
-    }
-    const reason = request.reason.trim();
-    if (reason === '') throw new OncelyError('LEDGER_REASON_REQUIRED', 'a cancel needs a reason');
+    assertActorId(request.actorId, 'a cancel');
+    const reason = operatorReason(request.reason, `a cancel needs a reason (1-${REASON_MAX} characters)`);
     const cancelled = await this.store.runs.cancel(tenantId, runId, reason, request.actorId);
     if (cancelled !== undefined) return cancelled;
     const now = await this.getRun(tenantId, runId);

@@ -4,6 +4,7 @@ import {
   outcomeTransition,
   proceedCall,
   reconcileHookOf,
+  recordOutcome,
   recordPlanOf,
   type CallProgress,
   type PreparedCall,
@@ -12,9 +13,8 @@ import {
 } from '../calls/index.js';
 import { crashPoint } from '../crash/index.js';
 import { OncelyError, errorInfo } from '../errors/index.js';
-import type { JsonValue } from '../ledger/index.js';
 import type { Checkpoint, PendingCall } from '../run-state/index.js';
-import type { StoreTx, TransitionResult } from '../store/index.js';
+import type { RunEventInput, StoreTx, TransitionResult } from '../store/index.js';
 import type { DriveEnd, RunDriver } from './driver.js';
 import { heardOf } from './heard.js';
 import { toolMessage } from './messages.js';
@@ -87,15 +87,10 @@ async function execute(driver: RunDriver, plan: StepPlan): Promise<Map<string, C
 
 /** Records the outcomes of the calls executed in this pass on their own, without a checkpoint. */
 async function recordInHand(driver: RunDriver, progress: Map<string, CallProgress>): Promise<void> {
-  const { ledger } = driver;
   for (const p of progress.values()) {
     if (p.kind !== 'executed') continue;
     try {
-      const plan = recordPlanOf(ledger, p);
-      const written = await ledger.store.ledger.transition(
-        outcomeTransition(ledger.actor, p.record, p.attempt, plan.resultReference),
-      );
-      afterWrite(ledger, p, written);
+      await recordOutcome(recordPlanOf(driver.ledger, p), p.attempt);
     } catch (error) {
       // Still `started`: recovery asks the reconcile hook, or an operator settles it.
       process.emitWarning(
@@ -137,7 +132,7 @@ interface Told {
   /** Outcomes of calls executed in this pass that are unknown and have a reconcile hook to ask. */
   readonly askable: number;
   readonly unknown: PendingCall[];
-  readonly events: { type: string; data: JsonValue }[];
+  readonly events: RunEventInput[];
 }
 
 /** Records the executed outcomes and the next checkpoint in one transaction. */
@@ -156,9 +151,9 @@ async function commit(
         outcomes.set(id, p.outcome);
         continue;
       }
-      const plan = recordPlanOf(driver.ledger, p);
+      const { resultReference } = recordPlanOf(driver.ledger, p);
       const written = await tx.ledger.transition(
-        outcomeTransition(driver.ledger.actor, p.record, p.attempt, plan.resultReference),
+        outcomeTransition(driver.ledger.actor, p.record, p.attempt, resultReference),
       );
       if (written.record === undefined)
         throw new Error(`${p.record.idempotencyKey} vanished from the ledger`);
@@ -255,7 +250,7 @@ async function decide(
  * Announces the step's approvals; only with the checkpoint that asks for them, never with a pass that
  * asks again later or a run that fails, so each is announced once and only once it exists.
  */
-function approvalEvents(plan: StepPlan): { type: string; data: JsonValue }[] {
+function approvalEvents(plan: StepPlan): RunEventInput[] {
   return plan.newApprovals.map((a) => ({
     type: 'approval.requested',
     data: { key: a.idempotencyKey, toolName: a.toolName },

@@ -22,6 +22,7 @@ export type {
   RunFence,
   CreateRunRequest,
   SaveCheckpointRequest,
+  RunEventInput,
   RunListFilter,
   NewApproval,
   ApprovalListFilter,

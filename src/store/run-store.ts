@@ -24,6 +24,12 @@ export interface RunFence {
   readonly checkpointVersion: number;
 }
 
+/** An event to append to a run's stream, written with the change it describes. */
+export interface RunEventInput {
+  readonly type: string;
+  readonly data: JsonValue;
+}
+
 export interface SaveCheckpointRequest {
   readonly fence: RunFence;
   readonly checkpoint: Checkpoint;
@@ -32,7 +38,7 @@ export interface SaveCheckpointRequest {
   readonly error?: ErrorInfo | null;
   readonly reason?: string | null;
   /** Events appended in the same statement or transaction. */
-  readonly events?: readonly { type: string; data: JsonValue }[];
+  readonly events?: readonly RunEventInput[];
 }
 
 /** A position in the waiting runs' order. */
