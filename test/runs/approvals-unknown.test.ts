@@ -12,17 +12,15 @@ import {
   startAndDrive,
   toolResultsIn,
   type OpenedStore,
+  creditAndOwnerKeys,
 } from './fixtures.js';
-import { FakeDownstream, changeOwner, issueCredit } from './tools.js';
+import { CREDIT, OWNER, changeOwner, creditAndOwnerSteps, FakeDownstream, issueCredit } from './tools.js';
 
 /*
  * A step with both a call that needs approval and a write whose outcome is unknown: the approval is
  * asked for (and announced) once, with the checkpoint that waits for it, and the run goes on only
  * once both are settled, in either order.
  */
-
-const CREDIT = { accountId: 'acct_7', amountCents: 2500 };
-const OWNER = { accountId: 'acct_7', owner: 'dana' };
 
 describe.each(STORES)('approvals with unknown calls on %s', (_name, open) => {
   let opened: OpenedStore;
@@ -40,19 +38,9 @@ describe.each(STORES)('approvals with unknown calls on %s', (_name, open) => {
     const downstream = new FakeDownstream();
     const credit = issueCredit(downstream, { approval: true });
     const owner = changeOwner(downstream, { applies: true, reconcile: true });
-    const { agent, model } = scriptedAgent(
-      [
-        {
-          toolCalls: [
-            { toolName: 'issue_credit', input: CREDIT },
-            { toolName: 'change_owner', input: OWNER },
-          ],
-        },
-        { text: 'Done.' },
-      ],
-      [credit, owner],
-      { onIndeterminate: 'pause' },
-    );
+    const { agent, model } = scriptedAgent(creditAndOwnerSteps('Done.'), [credit, owner], {
+      onIndeterminate: 'pause',
+    });
     const runtime = runtimes.open(store, [agent]);
     const waiting = await startAndDrive(runtime, 'Credit acct_7 and give it to dana.');
     const [creditId, ownerId] = callIdsOf(waiting);
@@ -105,24 +93,12 @@ describe.each(STORES)('approvals with unknown calls on %s', (_name, open) => {
     const downstream = new FakeDownstream();
     const credit = issueCredit(downstream, { approval: true });
     const owner = changeOwner(downstream, { applies: false });
-    const { agent, model } = scriptedAgent(
-      [
-        {
-          toolCalls: [
-            { toolName: 'issue_credit', input: CREDIT },
-            { toolName: 'change_owner', input: OWNER },
-          ],
-        },
-        { text: 'Done.' },
-      ],
-      [credit, owner],
-      { onIndeterminate: 'pause' },
-    );
+    const { agent, model } = scriptedAgent(creditAndOwnerSteps('Done.'), [credit, owner], {
+      onIndeterminate: 'pause',
+    });
     const runtime = runtimes.open(store, [agent]);
     const waiting = await startAndDrive(runtime, 'Credit acct_7 and give it to dana.');
-    const [creditId, ownerId] = callIdsOf(waiting);
-    const creditKey = keyOf(waiting, creditId ?? '');
-    const ownerKey = keyOf(waiting, ownerId ?? '');
+    const [creditKey, ownerKey] = creditAndOwnerKeys(waiting);
     expect(waiting.status).toBe('awaiting_reconciliation');
     expect(await store.runs.approvalsOfRun(TENANT, waiting.runId)).toMatchObject([{ status: 'pending' }]);
 

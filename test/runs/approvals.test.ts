@@ -19,7 +19,7 @@ import {
   untilLeaseExpired,
   type OpenedStore,
 } from './fixtures.js';
-import { FakeDownstream, issueCredit } from './tools.js';
+import { CREDIT, FakeDownstream, issueCredit } from './tools.js';
 
 /*
  * Approvals: an `external({ approval: true })` call waits in `awaiting_approval` for an operator;
@@ -27,7 +27,6 @@ import { FakeDownstream, issueCredit } from './tools.js';
  * A rejection (reason required) is what the model hears; nothing carries over to another call.
  */
 
-const CREDIT = { accountId: 'acct_7', amountCents: 2500 };
 const BIGGER = { accountId: 'acct_7', amountCents: 5000 };
 
 describe.each(STORES)('approvals on %s', (_name, open) => {

@@ -8,10 +8,8 @@ import {
   Runtimes,
   STORES,
   TENANT,
-  callIdsOf,
   codeOf,
   deferred,
-  keyOf,
   newRunId,
   scriptedAgent,
   seedDeadWorkerStep,
@@ -19,8 +17,9 @@ import {
   summary,
   waitFor,
   type OpenedStore,
+  creditAndOwnerKeys,
 } from './fixtures.js';
-import { FakeDownstream, changeOwner, issueCredit } from './tools.js';
+import { CREDIT, OWNER, changeOwner, creditAndOwnerSteps, FakeDownstream, issueCredit } from './tools.js';
 
 /*
  * Cancellation stops a run and never compensates. A driver still working on a cancelled run stands
@@ -28,8 +27,6 @@ import { FakeDownstream, changeOwner, issueCredit } from './tools.js';
  * is still recorded truthfully in the ledger.
  */
 
-const CREDIT = { accountId: 'acct_7', amountCents: 2500 };
-const OWNER = { accountId: 'acct_7', owner: 'dana' };
 const LEASE_MS = 1_000;
 
 describe.each(STORES)('cancellation on %s', (_name, open) => {
@@ -229,24 +226,12 @@ describe.each(STORES)('cancellation on %s', (_name, open) => {
     const downstream = new FakeDownstream();
     const credit = issueCredit(downstream, { compensate: true });
     const owner = changeOwner(downstream, { applies: true });
-    const { agent } = scriptedAgent(
-      [
-        {
-          toolCalls: [
-            { toolName: 'issue_credit', input: CREDIT },
-            { toolName: 'change_owner', input: OWNER },
-          ],
-        },
-        { text: 'unreachable' },
-      ],
-      [credit, owner],
-      { onIndeterminate: 'pause' },
-    );
+    const { agent } = scriptedAgent(creditAndOwnerSteps('unreachable'), [credit, owner], {
+      onIndeterminate: 'pause',
+    });
     const runtime = runtimes.open(store, [agent]);
     const waiting = await startAndDrive(runtime, 'Credit acct_7 and give it to dana.');
-    const [creditId, ownerId] = callIdsOf(waiting);
-    const creditKey = keyOf(waiting, creditId ?? '');
-    const ownerKey = keyOf(waiting, ownerId ?? '');
+    const [creditKey, ownerKey] = creditAndOwnerKeys(waiting);
     expect(waiting.status).toBe('awaiting_reconciliation');
 
     const request = { reason: 'customer withdrew', actorId: OPERATOR };

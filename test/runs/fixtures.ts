@@ -185,6 +185,15 @@ export function callIdsOf(run: RunRecord): string[] {
 
 export const keyOf = (run: RunRecord, toolCallId: string): string => `${run.runId}:${toolCallId}`;
 
+/** The keys of a credit-and-owner step's two pending calls (`creditAndOwnerSteps`), in that order. */
+export function creditAndOwnerKeys(run: RunRecord): [creditKey: string, ownerKey: string] {
+  const [credit, owner, ...more] = callIdsOf(run).map((id) => keyOf(run, id));
+  if (credit === undefined || owner === undefined || more.length > 0) {
+    throw new Error(`run ${run.runId} does not hold one credit and one owner call`);
+  }
+  return [credit, owner];
+}
+
 export interface HeardPart {
   readonly toolCallId: string;
   readonly toolName: string;

@@ -13,17 +13,23 @@ import {
   startAndDrive,
   toolResultsIn,
   type OpenedStore,
+  creditAndOwnerKeys,
 } from './fixtures.js';
-import { FakeDownstream, changeOwner, deleteRecord, issueCredit, lookupOrder } from './tools.js';
+import {
+  CREDIT,
+  changeOwner,
+  creditAndOwnerSteps,
+  deleteRecord,
+  FakeDownstream,
+  issueCredit,
+  lookupOrder,
+} from './tools.js';
 
 /*
  * What the model hears: the exact tool-result outputs in the prompts the scripted model received,
  * for every kind of settlement. The model is never told "failed" about a call whose outcome is
  * unknown; while one is, the model is not called at all.
  */
-
-const CREDIT = { accountId: 'acct_7', amountCents: 2500 };
-const OWNER = { accountId: 'acct_7', owner: 'dana' };
 
 describe.each(STORES)('what the model hears on %s', (_name, open) => {
   let opened: OpenedStore;
@@ -126,24 +132,12 @@ describe.each(STORES)('what the model hears on %s', (_name, open) => {
     const downstream = new FakeDownstream();
     const credit = issueCredit(downstream, { compensate: true });
     const owner = changeOwner(downstream, { applies: false });
-    const { agent, model } = scriptedAgent(
-      [
-        {
-          toolCalls: [
-            { toolName: 'issue_credit', input: CREDIT },
-            { toolName: 'change_owner', input: OWNER },
-          ],
-        },
-        { text: 'Noted.' },
-      ],
-      [credit, owner],
-      { onIndeterminate: 'pause' },
-    );
+    const { agent, model } = scriptedAgent(creditAndOwnerSteps('Noted.'), [credit, owner], {
+      onIndeterminate: 'pause',
+    });
     const runtime = runtimes.open(store, [agent]);
     const waiting = await startAndDrive(runtime, 'Credit acct_7 and give it to dana.');
-    const [creditId, ownerId] = callIdsOf(waiting);
-    const creditKey = keyOf(waiting, creditId ?? '');
-    const ownerKey = keyOf(waiting, ownerId ?? '');
+    const [creditKey, ownerKey] = creditAndOwnerKeys(waiting);
 
     expect(waiting.status).toBe('awaiting_reconciliation');
     expect(model.received).toHaveLength(1);
@@ -171,7 +165,7 @@ describe.each(STORES)('what the model hears on %s', (_name, open) => {
     expect(model.received).toHaveLength(2);
     expect(toolResultsIn(model.received[1])).toEqual([
       {
-        toolCallId: creditId,
+        toolCallId: creditKey.split(':')[1],
         toolName: 'issue_credit',
         output: {
           type: 'json',
@@ -184,7 +178,7 @@ describe.each(STORES)('what the model hears on %s', (_name, open) => {
         },
       },
       {
-        toolCallId: ownerId,
+        toolCallId: ownerKey.split(':')[1],
         toolName: 'change_owner',
         output: {
           type: 'error-json',

@@ -16,7 +16,7 @@ import {
   toolResultsIn,
   type OpenedStore,
 } from './fixtures.js';
-import { FakeDownstream, issueCredit, lookupOrder } from './tools.js';
+import { CREDIT, ORDER, FakeDownstream, issueCredit, lookupOrder } from './tools.js';
 
 /*
  * The loop end to end with the scripted model: call the model, mint ids, checkpoint the response
@@ -24,8 +24,6 @@ import { FakeDownstream, issueCredit, lookupOrder } from './tools.js';
  * repeat until a final answer; max_steps and model errors end the run `failed`.
  */
 
-const ORDER = { orderId: 'ord_1' };
-const CREDIT = { accountId: 'acct_7', amountCents: 2500 };
 const MINTED = /^call_[0-9a-f]{16}$/;
 
 describe.each(STORES)('the run loop on %s', (_name, open) => {

@@ -19,16 +19,13 @@ import {
   untilLeaseExpired,
   type OpenedStore,
 } from './fixtures.js';
-import { FakeDownstream, issueCredit, lookupOrder } from './tools.js';
+import { CREDIT, ORDER, FakeDownstream, issueCredit, lookupOrder } from './tools.js';
 
 /*
  * Recovery: a run whose driver died is claimed by another runtime with a higher epoch and replayed
  * from its checkpoint. Completed calls come back from the ledger, unknown ones ask the reconcile hook
  * first, calls that did not take effect run again with the same key; a live driver is left alone.
  */
-
-const ORDER = { orderId: 'ord_1' };
-const CREDIT = { accountId: 'acct_7', amountCents: 2500 };
 
 describe.each(STORES)('recovery and replay on %s', (_name, open) => {
   let opened: OpenedStore;

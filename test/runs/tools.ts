@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import type { ScriptStep } from '../../src/models/index.js';
 import { ToolNotAttemptedError } from '../../src/errors/index.js';
 import type { JsonValue, ToolExecutionRecord } from '../../src/ledger/index.js';
 import {
@@ -79,6 +80,24 @@ function counted(tool: (executions: string[]) => Tool): CountedTool {
     executions,
     executionsOf: (key) => executions.filter((k) => k === key).length,
   };
+}
+
+/** The arguments the tests' models ask with. */
+export const ORDER = { orderId: 'ord_1' };
+export const CREDIT = { accountId: 'acct_7', amountCents: 2500 };
+export const OWNER = { accountId: 'acct_7', owner: 'dana' };
+
+/** A script of one step asking for `issue_credit` and `change_owner` in parallel, then `final`. */
+export function creditAndOwnerSteps(final: string): ScriptStep[] {
+  return [
+    {
+      toolCalls: [
+        { toolName: 'issue_credit', input: CREDIT },
+        { toolName: 'change_owner', input: OWNER },
+      ],
+    },
+    { text: final },
+  ];
 }
 
 const OrderArgs = z.object({ orderId: z.string() });

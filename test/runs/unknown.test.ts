@@ -19,8 +19,9 @@ import {
   summary,
   toolResultsIn,
   type OpenedStore,
+  creditAndOwnerKeys,
 } from './fixtures.js';
-import { FakeDownstream, changeOwner, issueCredit } from './tools.js';
+import { OWNER, changeOwner, creditAndOwnerSteps, FakeDownstream, issueCredit } from './tools.js';
 
 /*
  * Unknown calls: a write that times out is `indeterminate`. With `on_indeterminate: pause` the run
@@ -28,9 +29,6 @@ import { FakeDownstream, changeOwner, issueCredit } from './tools.js';
  * late outcome); with the default `fail` the run fails naming the call. The model is never called
  * while a call is unknown, never hears "failed" about one, and the tool never runs twice.
  */
-
-const OWNER = { accountId: 'acct_7', owner: 'dana' };
-const CREDIT = { accountId: 'acct_7', amountCents: 2500 };
 
 const reasonFor = (key: string): string =>
   `the outcome of tool call ${key} (change_owner) is unknown: it may or may not have taken effect. ` +
@@ -189,23 +187,10 @@ describe.each(STORES)('unknown calls on %s', (_name, open) => {
     const downstream = new FakeDownstream();
     const owner = changeOwner(downstream, { applies: true });
     const credit = issueCredit(downstream, { compensate: true });
-    const { agent, model } = scriptedAgent(
-      [
-        {
-          toolCalls: [
-            { toolName: 'issue_credit', input: CREDIT },
-            { toolName: 'change_owner', input: OWNER },
-          ],
-        },
-        { text: 'unreachable' },
-      ],
-      [credit, owner],
-    );
+    const { agent, model } = scriptedAgent(creditAndOwnerSteps('unreachable'), [credit, owner]);
     const runtime = runtimes.open(store, [agent]);
     const run = await startAndDrive(runtime, 'Credit acct_7 and give it to dana.');
-    const [creditId, ownerId] = callIdsOf(run);
-    const ownerKey = keyOf(run, ownerId ?? '');
-    const creditKey = keyOf(run, creditId ?? '');
+    const [creditKey, ownerKey] = creditAndOwnerKeys(run);
 
     expect(run.status).toBe('failed');
     expect(run.error).toEqual({ code: 'RUN_CALL_UNKNOWN', message: reasonFor(ownerKey) });
