@@ -59,6 +59,11 @@ export const HTTP_STATUS = {
   API_KEY_MISSING: 401,
   API_UNREACHABLE: 503,
   API_RESPONSE_INVALID: 502,
+  APPROVAL_REQUIRED: 409,
+  APPROVAL_REJECTED: 409,
+  CALL_IN_FLIGHT: 409,
+  RUN_RETRIES_EXCEEDED: 500,
+  RUN_NOT_RETRYABLE: 409,
 } as const satisfies Record<ErrorCode, number>;
 
 /** The body of every error answer: `{ "error": { "code", "message" } }`, plus the record a 409 is about. */
@@ -74,7 +79,7 @@ export function errorResponse(error: unknown): { status: number; body: ErrorEnve
   const body: ErrorEnvelope = { error: { code: oncely.code, message: oncely.message } };
   // The runtime puts the record a conflict is about in `details` (see resolve and decideApproval).
   const details = oncely.details ?? {};
-  if (oncely.code === 'LEDGER_ALREADY_SETTLED' && isRecord(details.record)) {
+  if ((oncely.code === 'LEDGER_ALREADY_SETTLED' || oncely.code === 'CALL_IN_FLIGHT') && isRecord(details.record)) {
     body.record = toToolExecution(details.record as unknown as ToolExecutionRecord);
   }
   if (oncely.code === 'APPROVAL_ALREADY_DECIDED' && isRecord(details.approval)) {

@@ -27,6 +27,8 @@ export interface AttemptPlan {
   readonly context: Omit<ToolContext, 'signal' | 'retry'>;
   readonly signal?: AbortSignal | undefined;
   readonly run: (context: ToolContext) => unknown;
+  /** Told of each try's execution as it starts; it settles when the tool answers, however late. */
+  readonly onExecution?: (execution: Promise<unknown>) => void;
 }
 
 /**
@@ -35,6 +37,8 @@ export interface AttemptPlan {
  * `ToolNotAttemptedError` always means `failed`: nothing left the process.
  */
 export async function runAttempts(plan: AttemptPlan): Promise<AttemptOutcome> {
+  // A caller that has already given up (a driver whose lease is lost) sends nothing at all.
+  if (plan.signal?.aborted === true) return notStarted(plan.signal.reason);
   for (let retry = 0; ; retry++) {
     const result = await tryOnce(plan, retry);
     if (result.kind === 'value') return { kind: 'completed', value: result.value };
@@ -47,7 +51,7 @@ export async function runAttempts(plan: AttemptPlan): Promise<AttemptOutcome> {
           : Promise.resolve<LateOutcome>({ kind: 'unknown' });
       return { kind: 'indeterminate', error: errorInfo(result.error), late };
     }
-    const callerGaveUp = plan.signal?.aborted === true;
+    const callerGaveUp = gaveUp(plan.signal);
     if (retry + 1 >= plan.effect.attempts || callerGaveUp) {
       return {
         kind: 'failed',
@@ -67,6 +71,21 @@ export async function runAttempts(plan: AttemptPlan): Promise<AttemptOutcome> {
   }
 }
 
+function gaveUp(signal: AbortSignal | undefined): boolean {
+  return signal?.aborted === true;
+}
+
+function notStarted(reason: unknown): AttemptOutcome {
+  return {
+    kind: 'failed',
+    error: errorInfo(
+      new ToolNotAttemptedError(
+        `the attempt was not started: the caller gave up before anything was sent (${errorInfo(reason).message})`,
+      ),
+    ),
+  };
+}
+
 async function tryOnce(plan: AttemptPlan, retry: number): Promise<TryResult> {
   const controller = new AbortController();
   const timeout = new OncelyError(
@@ -84,6 +103,7 @@ async function tryOnce(plan: AttemptPlan, retry: number): Promise<TryResult> {
       (value): TryResult => ({ kind: 'value', value }),
       (error: unknown): TryResult => ({ kind: 'error', error }),
     );
+  plan.onExecution?.(execution);
   const aborted = new Promise<TryResult>((resolve) => {
     const onAbort = (): void => resolve({ kind: 'aborted', error: controller.signal.reason, execution });
     if (controller.signal.aborted) onAbort();

@@ -1,6 +1,13 @@
 import { OncelyError } from '../errors/index.js';
-import { argsDigest, compensationKey, type LedgerStatus, type ToolExecutionRecord } from '../ledger/index.js';
-import type { ReserveRequest } from '../store/index.js';
+import {
+  argsDigest,
+  compensationKey,
+  decideCall,
+  type Actor,
+  type LedgerStatus,
+  type ToolExecutionRecord,
+} from '../ledger/index.js';
+import type { ReserveRequest, ReserveResult } from '../store/index.js';
 import { assertTool, type Tool } from '../tools/index.js';
 import { runAttempts } from './attempt.js';
 import type { Ledger } from './ledger.js';
@@ -19,8 +26,9 @@ export interface CompensateRequest {
 export interface CompensationOutcome {
   /**
    * `compensated`: undone; `failed`: the hook refused before acting (try again later);
-   * `in_progress`: another request is running the hook now (look again; if its process died, the
-   * compensation record stays `started`: settle it); `unknown`: settle the compensation record.
+   * `in_progress`: a request is running the hook now, or its last attempt may still land (look
+   * again; nothing runs it a second time meanwhile); `unknown`: the compensation's outcome is not
+   * known (its process died, or it timed out): settle the compensation record.
    */
   readonly status: 'compensated' | 'failed' | 'in_progress' | 'unknown';
   readonly record: ToolExecutionRecord;
@@ -70,10 +78,10 @@ export async function compensateToolCall(
     args,
     argsDigest: argsDigest(args),
     compensationOf: record.idempotencyKey,
+    attemptTimeoutMs: tool.timeoutMs,
   };
   const actor = { kind: 'operator' as const, id: input.actorId };
-  const [reservation] = await ledger.store.ledger.reserve([reserveRequest], actor);
-  if (reservation === undefined) throw new Error('reserve returned nothing');
+  const reservation = await reserveCompensation(ledger, reserveRequest, actor);
   if (reservation.kind === 'existing') return answer(ledger, record, reservation.record);
 
   const compensation = reservation.record;
@@ -88,6 +96,8 @@ export async function compensateToolCall(
       attempt: compensation.attempt,
     },
     run: (context) => hook(record, context),
+    onExecution: (execution) =>
+      ledger.holdAttempt(compensation.tenantId, compensation.idempotencyKey, execution),
   });
   const written = await recordOutcome(
     {
@@ -101,13 +111,44 @@ export async function compensateToolCall(
   return answer(ledger, record, written);
 }
 
+/**
+ * Reserves the compensation record, or re-opens a `failed` one as the decision table says: only once
+ * its last attempt can no longer land (a hook still running, here or elsewhere, is never run twice).
+ */
+async function reserveCompensation(
+  ledger: Ledger,
+  request: ReserveRequest,
+  actor: Actor,
+): Promise<ReserveResult> {
+  const [reservation] = await ledger.store.ledger.reserve([request], actor);
+  if (reservation === undefined) throw new Error('reserve returned nothing');
+  if (reservation.kind === 'reserved') return reservation;
+  const existing = reservation.record;
+  const { action } = decideCall({
+    record: { status: existing.status, settledBy: existing.settledBy?.kind ?? null },
+    approval: 'not_needed',
+    caller: 'guarded',
+    hasHook: false,
+    mayLand: ledger.mayLand(existing),
+    attemptsExhausted: ledger.attemptsExhausted(existing),
+  });
+  if (action !== 'reopen') return reservation;
+  const [reopened] = await ledger.store.ledger.reserve([{ ...request, reopenVersion: existing.version }], actor);
+  return reopened ?? reservation;
+}
+
 async function answer(
   ledger: Ledger,
   record: ToolExecutionRecord,
   compensation: ToolExecutionRecord,
 ): Promise<CompensationOutcome> {
   const current = (await ledger.store.ledger.get(record.tenantId, record.idempotencyKey)) ?? record;
-  const status = COMPENSATION_STATUS[compensation.status];
+  const status =
+    compensation.status === 'started' && !ledger.mayLand(compensation)
+      ? 'unknown'
+      : compensation.status === 'failed' && ledger.mayLand(compensation)
+        ? 'in_progress'
+        : COMPENSATION_STATUS[compensation.status];
   return { status, record: current, compensation };
 }
 

@@ -1,6 +1,7 @@
 import { crashPoint } from '../crash/index.js';
-import type { ToolExecutionRecord } from '../ledger/index.js';
+import { decideCall, landsUntil, type ToolExecutionRecord } from '../ledger/index.js';
 import type { ReserveRequest, ReserveResult, TransitionResult } from '../store/index.js';
+import { approvalsToConsume, consumeApproval } from './approvals.js';
 import type { Tool } from '../tools/index.js';
 import { runAttempts, type AttemptOutcome } from './attempt.js';
 import type { Ledger } from './ledger.js';
@@ -19,12 +20,6 @@ import { keepListening, recordOutcome, vanished, type RecordPlan } from './recor
 export interface CallOptions {
   /** Aborting it aborts the tool's signal; a write in flight then becomes unknown, never failed. */
   readonly signal?: AbortSignal;
-  /**
-   * Ask the reconcile hook about a `started` call too, not only an `indeterminate` one. Set it only
-   * when you know the process that reserved it is gone (a run's recovery does), or the hook may look
-   * while the call is still in flight.
-   */
-  readonly reconcileStarted?: boolean;
 }
 
 /** How a caller reserves: the ledger's own `reserve`, or one fenced by a run's lease. */
@@ -43,13 +38,15 @@ export type CallProgress =
       readonly attempt: AttemptOutcome;
     };
 
-/** Times a call may go round reserve → reconcile `failed` → reserve again before we stop. */
-const MAX_ROUNDS = 3;
+/** Times a call may go round ask the hook → re-open → reserve before we stop and call it unknown. */
+const MAX_ROUNDS = 4;
 
 /**
  * Runs one tool call once: reserves its key in the ledger, then runs the tool only if the ledger says
  * so. A completed key returns its recorded result without calling the tool; an unknown key is asked
- * of the reconcile hook (if any) and otherwise reported unknown; a failed key runs again, same key.
+ * of the reconcile hook (if any) and otherwise reported unknown; a failed key runs again, same key,
+ * once its last attempt can no longer land. A tool that needs approval runs only once an operator
+ * approved these exact arguments (`APPROVAL_REQUIRED` until then; the approval is asked for).
  *
  * @example
  * const outcome = await executeToolCall(ledger, issueCredit, { accountId: 'acct_1', amountCents: 2500 },
@@ -80,52 +77,117 @@ export async function executeToolCalls(
   const prepared = calls.map(prepareCall);
   assertBatch(prepared);
   if (prepared.length === 0) return [];
+  const consume = await approvalsToConsume(ledger, prepared);
   const reserve: Reserve = (requests) => ledger.store.ledger.reserve(requests, ledger.actor);
-  const reservations = await reserve(prepared.map((p) => p.request));
+  const reservations =
+    consume.length === 0
+      ? await reserve(prepared.map((p) => p.request))
+      : await ledger.store.transaction(async (tx) => {
+          for (const call of consume) await consumeApproval(tx, call);
+          return tx.ledger.reserve(
+            prepared.map((p) => p.request),
+            ledger.actor,
+          );
+        });
   return Promise.all(
     prepared.map(async (call, i) => {
-      const progress = await proceedCall(ledger, call, reservations[i], { ...options, reserve });
+      const progress = await proceedCall(ledger, call, reservations[i], {
+        ...options,
+        reserve,
+        caller: 'guarded',
+      });
       return progress.kind === 'settled' ? progress.outcome : finishExecuted(ledger, progress);
     }),
   );
 }
 
+export interface ProceedOptions extends CallOptions {
+  readonly reserve: Reserve;
+  /** The run loop tells the model what an operator decided; a guarded call runs a failed key again. */
+  readonly caller: 'run' | 'guarded';
+}
+
 /**
- * Takes one reserved call as far as it goes without writing its outcome: a reservation this caller
- * holds is executed; someone else's record is replayed, or asked of the reconcile hook when unknown
- * (a hook's `failed` re-reserves the key and runs it again, same key).
+ * Takes one reserved call as far as it goes without writing its outcome, as the decision table says:
+ * a reservation this caller holds is executed; an existing record is replayed, told, asked of the
+ * reconcile hook, waited for (its last attempt may still land), or re-opened and executed again.
  */
 export async function proceedCall(
   ledger: Ledger,
   call: PreparedCall,
   reservation: ReserveResult | undefined,
-  options: CallOptions & { readonly reserve: Reserve },
+  options: ProceedOptions,
   round = 1,
+  asked = false,
 ): Promise<CallProgress> {
   if (reservation === undefined)
     throw new Error(`no reservation came back for ${call.request.idempotencyKey}`);
   if (reservation.kind === 'reserved') {
-    const attempt = await runReserved(call, reservation.record, options.signal);
+    const attempt = await runReserved(ledger, call, reservation.record, options.signal);
     return { kind: 'executed', call, record: reservation.record, attempt };
   }
   const record = reservation.record;
   assertSameCall(call, record);
-  const settled = (outcome: ToolCallOutcome): CallProgress => ({ kind: 'settled', outcome });
-  if (record.status !== 'started' && record.status !== 'indeterminate')
-    return settled(outcomeOfRecord(record));
   const hook = reconcileHookOf(call.tool);
-  const mayAsk = record.status === 'indeterminate' || options.reconcileStarted === true;
-  if (hook === undefined || !mayAsk || round > MAX_ROUNDS) return settled(outcomeOfRecord(record));
-  const found = await reconcileRecord(ledger, call.tool, hook, record, options.signal);
-  if (found.status === 'completed') return settled(outcomeOfRecord(found, 'reconcile'));
-  if (found.status !== 'failed') return settled(outcomeOfRecord(found));
-  // Definitely not taken effect: eligible to run again, with the same key.
-  const [again] = await options.reserve([call.request]);
-  return proceedCall(ledger, call, again, options, round + 1);
+  const mayLand = ledger.mayLand(record);
+  const decision = decideCall({
+    record: { status: record.status, settledBy: record.settledBy?.kind ?? null },
+    approval: 'not_needed',
+    caller: options.caller,
+    hasHook: hook !== undefined,
+    mayLand,
+    attemptsExhausted: ledger.attemptsExhausted(record),
+  });
+  const settled = (outcome: ToolCallOutcome): CallProgress => ({ kind: 'settled', outcome });
+  const again = (next: ToolExecutionRecord): Promise<CallProgress> =>
+    proceedCall(ledger, call, { kind: 'existing', record: next }, options, round + 1, asked);
+  switch (decision.action) {
+    case 'replay':
+      return settled(outcomeOfRecord(record, asked ? 'reconcile' : 'ledger'));
+    case 'tell':
+    case 'unknown':
+      return settled(outcomeOfRecord(record));
+    case 'wait':
+      return settled(waitingOutcome(ledger, record, decision.why));
+    case 'ask_hook': {
+      if (hook === undefined || round > MAX_ROUNDS) return settled(outcomeOfRecord(record));
+      const found = await reconcileRecord(ledger, call.tool, hook, record, { signal: options.signal });
+      if (found.version === record.version) {
+        return settled(mayLand ? waitingOutcome(ledger, found, 'the hook could not settle it, and its last attempt may still land') : outcomeOfRecord(found));
+      }
+      return proceedCall(ledger, call, { kind: 'existing', record: found }, options, round + 1, true);
+    }
+    case 'reopen': {
+      if (round > MAX_ROUNDS) return settled(outcomeOfRecord(record));
+      const [reopened] = await options.reserve([{ ...call.request, reopenVersion: record.version }]);
+      if (reopened?.kind === 'existing' && reopened.record.version === record.version) {
+        return settled(outcomeOfRecord(reopened.record));
+      }
+      if (reopened?.kind === 'existing') return again(reopened.record);
+      return proceedCall(ledger, call, reopened, options, round + 1, asked);
+    }
+    case 'reserve':
+    case 'request_approval':
+    case 'await_approval':
+    case 'rejected':
+      throw new Error(`decision "${decision.action}" for ${record.idempotencyKey}, which has a record`);
+  }
+}
+
+/** An unknown outcome that says why nothing ran, and when to look again (null: when its tool answers). */
+function waitingOutcome(ledger: Ledger, record: ToolExecutionRecord, why: string): ToolCallOutcome {
+  const here = ledger.attemptInFlight(record.tenantId, record.idempotencyKey);
+  const until = landsUntil(record, ledger.landingMarginMs);
+  return {
+    status: 'unknown',
+    record,
+    waiting: { why, retryAt: here ? null : new Date(until).toISOString() },
+  };
 }
 
 /** Runs the tool of a reservation this caller holds, under its effect's retry rules. */
 async function runReserved(
+  ledger: Ledger,
   call: PreparedCall,
   record: ToolExecutionRecord,
   signal: AbortSignal | undefined,
@@ -136,6 +198,7 @@ async function runReserved(
     effect: tool.effect,
     timeoutMs: tool.timeoutMs,
     signal,
+    onExecution: (execution) => ledger.holdAttempt(record.tenantId, record.idempotencyKey, execution),
     context: {
       idempotencyKey: record.idempotencyKey,
       runId: record.runId,

@@ -1,4 +1,4 @@
-export { Ledger, openLedger } from './ledger.js';
+export { Ledger, openLedger, type LedgerLog, type LedgerOptions } from './ledger.js';
 export { executeToolCall, executeToolCalls, type CallOptions } from './execute-tool-call.js';
 export type { CallIdentity, ToolCallRequest } from './prepare.js';
 export { outcomeOfRecord, type ToolCallOutcome } from './outcome.js';
@@ -15,6 +15,7 @@ export {
   type Reserve,
 } from './execute-tool-call.js';
 export { prepareCall, assertBatch, type PreparedCall } from './prepare.js';
-export { outcomeTransition, recordOutcome } from './record-outcome.js';
+export { outcomeTransition, recordOutcome, reportLoss } from './record-outcome.js';
 export { assertActorId, operatorReason, REASON_MAX } from './operator-input.js';
 export { reconcileHookOf, reconcileRecord } from './reconcile.js';
+export { decideToolApproval, type ApprovalDecision } from './approvals.js';

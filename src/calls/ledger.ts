@@ -1,26 +1,115 @@
 import { hostname } from 'node:os';
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { Actor } from '../ledger/index.js';
+import {
+  DEFAULT_LANDING_MARGIN_MS,
+  DEFAULT_MAX_ATTEMPTS,
+  attemptMayLand,
+  type Actor,
+  type ToolExecutionRecord,
+} from '../ledger/index.js';
 import { openStore, type OpenStoreOptions, type Store } from '../store/index.js';
 
+/** Where the ledger says what went wrong loudly (a pino logger fits). */
+export interface LedgerLog {
+  error(fields: Record<string, unknown>, message: string): void;
+}
+
+export interface LedgerOptions {
+  /** This process in the ledger's history; default `host:pid`. */
+  readonly actorId?: string;
+  /**
+   * Added to an attempt's timeout before the attempt is taken to be unable to land (clock skew, a
+   * slow commit, a process that froze mid-request); default 5000 ms.
+   */
+  readonly landingMarginMs?: number;
+  /** Attempts of one key before it is never re-opened again; default 3. */
+  readonly maxAttempts?: number;
+  /** Where a conflict is logged at error level; default standard error. */
+  readonly log?: LedgerLog;
+}
+
+const stderrLog: LedgerLog = {
+  error: (fields, message) => process.stderr.write(`${JSON.stringify({ level: 'error', ...fields, msg: message })}\n`),
+};
+
 /**
- * The guarded call's handle: a store, the runtime actor its writes are recorded under, and the late
- * outcomes still in flight (a timed-out call whose tool answers later). `close()` waits for those.
+ * The guarded call's handle: a store, the runtime actor its writes are recorded under, the attempts
+ * of this process still running (a timed-out call whose tool has not answered yet), and the late
+ * outcomes still expected. `close()` waits for those.
  */
 export class Ledger {
   readonly store: Store;
   readonly actor: Actor;
+  readonly landingMarginMs: number;
+  readonly maxAttempts: number;
+  readonly log: LedgerLog;
   private readonly inFlight = new Set<Promise<void>>();
+  /** Attempts whose execution has not settled yet, by tenant and key. */
+  private readonly running = new Map<string, number>();
 
-  constructor(store: Store, options: { actorId?: string } = {}) {
+  constructor(store: Store, options: LedgerOptions = {}) {
     this.store = store;
     this.actor = { kind: 'runtime', id: options.actorId ?? `${hostname()}:${process.pid}` };
+    this.landingMarginMs = options.landingMarginMs ?? DEFAULT_LANDING_MARGIN_MS;
+    this.maxAttempts = options.maxAttempts ?? DEFAULT_MAX_ATTEMPTS;
+    this.log = options.log ?? stderrLog;
   }
 
   /** Keeps a background write (a late outcome) so `drain()` and `close()` can wait for it. */
   track(work: Promise<void>): void {
     const tracked = work.finally(() => this.inFlight.delete(tracked));
     this.inFlight.add(tracked);
+  }
+
+  /** Counts an execution of this key as running in this process until it settles, however late. */
+  holdAttempt(tenantId: string, key: string, execution: Promise<unknown>): void {
+    const id = `${tenantId}\u0000${key}`;
+    this.running.set(id, (this.running.get(id) ?? 0) + 1);
+    const release = (): void => {
+      const left = (this.running.get(id) ?? 1) - 1;
+      if (left <= 0) this.running.delete(id);
+      else this.running.set(id, left);
+    };
+    execution.then(release, release);
+  }
+
+  /** An attempt of this key is still running in this process (its tool has not answered yet). */
+  attemptInFlight(tenantId: string, key: string): boolean {
+    return this.running.has(`${tenantId}\u0000${key}`);
+  }
+
+  /** Whether the record's last attempt may still land, as far as this process can tell. */
+  mayLand(record: ToolExecutionRecord, options: { otherLeaseLive?: boolean; nowMs?: number } = {}): boolean {
+    return attemptMayLand({
+      record,
+      inFlightHere: this.attemptInFlight(record.tenantId, record.idempotencyKey),
+      otherLeaseLive: options.otherLeaseLive ?? false,
+      nowMs: options.nowMs ?? Date.now(),
+      marginMs: this.landingMarginMs,
+    });
+  }
+
+  /** The key has had its maximum of attempts. */
+  attemptsExhausted(record: ToolExecutionRecord): boolean {
+    return record.attempt >= this.maxAttempts;
+  }
+
+  /** A real outcome contradicted a settled record: say so loudly. */
+  reportConflict(record: ToolExecutionRecord | undefined, what: string, attempt: number): void {
+    if (record === undefined) return;
+    this.log.error(
+      {
+        conflict: true,
+        tenantId: record.tenantId,
+        key: record.idempotencyKey,
+        status: record.status,
+        attempt,
+        currentAttempt: record.attempt,
+      },
+      `ledger conflict on ${record.idempotencyKey}: ${what}, but the record is ${record.status} ` +
+        `(attempt ${record.attempt}); check the downstream system and run ` +
+        `\`oncely executions show ${record.idempotencyKey}\``,
+    );
   }
 
   /**
@@ -55,8 +144,8 @@ export class Ledger {
  */
 export async function openLedger(
   url?: string,
-  options: OpenStoreOptions & { actorId?: string } = {},
+  options: OpenStoreOptions & LedgerOptions = {},
 ): Promise<Ledger> {
   const store = await openStore(url, options);
-  return new Ledger(store, options.actorId === undefined ? {} : { actorId: options.actorId });
+  return new Ledger(store, options);
 }

@@ -15,7 +15,15 @@ export type ToolCallOutcome =
       readonly record: ToolExecutionRecord;
     }
   | { readonly status: 'failed'; readonly error: ErrorInfo; readonly record: ToolExecutionRecord }
-  | { readonly status: 'unknown'; readonly record: ToolExecutionRecord }
+  | {
+      readonly status: 'unknown';
+      readonly record: ToolExecutionRecord;
+      /**
+       * Set when nothing was run or settled because the last attempt may still land: why, and when
+       * it can no longer land by its age (null while its tool, in this process, has not answered).
+       */
+      readonly waiting?: { readonly why: string; readonly retryAt: string | null };
+    }
   | { readonly status: 'compensated'; readonly record: ToolExecutionRecord };
 
 /** The outcome a record stands for, for a caller that did not run the tool itself. */

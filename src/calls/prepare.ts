@@ -8,7 +8,7 @@ import {
   type ToolExecutionRecord,
 } from '../ledger/index.js';
 import type { ReserveRequest } from '../store/index.js';
-import { assertTool, parseToolArgs, type Tool } from '../tools/index.js';
+import { assertTool, attemptBudgetMs, parseToolArgs, type Tool } from '../tools/index.js';
 
 export interface CallIdentity {
   readonly runId: string;
@@ -48,6 +48,7 @@ export function prepareCall(call: ToolCallRequest): PreparedCall {
       args: stored,
       argsDigest: argsDigest(stored),
       compensationOf: null,
+      attemptTimeoutMs: attemptBudgetMs(call.tool.effect, call.tool.timeoutMs),
     },
   };
 }

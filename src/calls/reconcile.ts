@@ -1,6 +1,6 @@
-import { errorInfo } from '../errors/index.js';
-import { toJsonValue, type ToolExecutionRecord } from '../ledger/index.js';
-import type { ReconcileHook, ReconcileOutcome, Tool } from '../tools/index.js';
+import { OncelyError, errorInfo } from '../errors/index.js';
+import { decideHookAnswer, toJsonValue, type JsonValue, type ToolExecutionRecord } from '../ledger/index.js';
+import type { ReconcileHook, Tool } from '../tools/index.js';
 import type { Ledger } from './ledger.js';
 
 const RECONCILE_ACTOR = 'hook';
@@ -15,91 +15,162 @@ export function reconcileHookOf(tool: Tool): ReconcileHook | undefined {
   return tool.reconcile ?? (tool.effect.kind === 'read' ? readHasNoEffect : undefined);
 }
 
+/** A hook's answer, validated: what it says, in values the ledger can store. */
+type Answer =
+  | { readonly status: 'completed'; readonly value: JsonValue | null; readonly resultReference: string | null }
+  | { readonly status: 'failed'; readonly reason: string | null }
+  | { readonly status: 'unknown'; readonly reason: string };
+
+export interface ReconcileOptions {
+  readonly signal?: AbortSignal | undefined;
+  /** The run the call belongs to is held by another live driver (its attempt may still land). */
+  readonly otherLeaseLive?: boolean;
+}
+
 /**
  * Asks the tool's reconcile hook what became of an unknown call and records the answer,
- * compare-and-set: `completed` and `failed` settle it; `unknown` (or a hook that throws) leaves it
- * unknown with a note in the history. Returns the record as it now stands.
+ * compare-and-set, as the decision table says: `completed` settles it; `failed` settles it only once
+ * its last attempt can no longer land and the key may still be tried again (else a note); `unknown`,
+ * a hook that throws, that does not answer within the tool's timeout, or that answers something the
+ * ledger cannot store leaves it unknown with a note in the history. Never throws for the hook's sake.
+ * Returns the record as it now stands.
  */
 export async function reconcileRecord(
   ledger: Ledger,
   tool: Tool,
   hook: ReconcileHook,
   record: ToolExecutionRecord,
-  signal?: AbortSignal,
+  options: ReconcileOptions = {},
 ): Promise<ToolExecutionRecord> {
-  const outcome = await askHook(hook, record, tool, signal);
+  const answer = await askHook(hook, record, tool, options.signal);
   const actor = { kind: 'reconcile' as const, id: `${RECONCILE_ACTOR}:${tool.name}` };
   const where = { tenantId: record.tenantId, idempotencyKey: record.idempotencyKey };
-  if (outcome.status === 'unknown') {
+  const mayLand = ledger.mayLand(record, { otherLeaseLive: options.otherLeaseLive ?? false });
+  const decided = decideHookAnswer(answer.status, { mayLand, attemptsExhausted: ledger.attemptsExhausted(record) });
+  if (decided.action === 'note') {
+    const reason =
+      answer.status === 'unknown'
+        ? answer.reason
+        : `${(answer.status === 'failed' ? answer.reason : null) ?? 'no effect found'}; ${decided.why}`;
     await ledger.store.ledger.note({
       ...where,
       actor,
-      reason: outcome.reason ?? 'reconcile hook could not tell',
+      reason,
+      detail: { answer: answer.status },
     });
-    return record;
+    return (await ledger.store.ledger.get(record.tenantId, record.idempotencyKey)) ?? record;
   }
-  const expect = { status: record.status, version: record.version };
+  const base = {
+    ...where,
+    via: 'reconcile' as const,
+    expect: { status: record.status, version: record.version },
+    actor,
+    attempt: record.attempt,
+    recordIgnored: true,
+  };
   const written =
-    outcome.status === 'completed'
+    answer.status === 'completed'
       ? await ledger.store.ledger.transition({
-          ...where,
-          via: 'reconcile',
+          ...base,
           to: 'completed',
-          expect,
-          actor,
-          reason: 'found downstream by the reconcile hook',
-          result: outcome.value === undefined ? null : toJsonValue(outcome.value),
-          resultReference: outcome.resultReference ?? null,
-          recordIgnored: true,
+          reason: decided.why,
+          result: answer.value,
+          resultReference: answer.resultReference,
         })
       : await ledger.store.ledger.transition({
-          ...where,
-          via: 'reconcile',
+          ...base,
           to: 'failed',
-          expect,
-          actor,
-          reason: outcome.reason ?? 'the reconcile hook found that it did not take effect',
-          error: { code: 'RECONCILED_NOT_TAKEN', message: outcome.reason ?? 'did not take effect' },
-          recordIgnored: true,
+          reason: (answer.status === 'failed' ? answer.reason : null) ?? decided.why,
+          error: {
+            code: 'RECONCILED_NOT_TAKEN',
+            message: (answer.status === 'failed' ? answer.reason : null) ?? 'did not take effect',
+          },
         });
+  if (!written.applied && written.conflict === true) {
+    ledger.reportConflict(written.record, `the reconcile hook found it ${answer.status}`, record.attempt);
+  }
   return written.record ?? record;
 }
 
+/**
+ * Asks the hook, raced against the tool's timeout: a hook that never answers counts as `unknown`, and
+ * the caller moves on (its promise is left to settle on its own). Its signal is aborted either way.
+ */
 async function askHook(
   hook: ReconcileHook,
   record: ToolExecutionRecord,
   tool: Tool,
   signal?: AbortSignal,
-): Promise<ReconcileOutcome> {
+): Promise<Answer> {
   const controller = new AbortController();
-  const timer = setTimeout(() => controller.abort(new Error('reconcile hook timed out')), tool.timeoutMs);
+  let timer: NodeJS.Timeout | undefined;
+  const timedOut = new Promise<Answer>((resolve) => {
+    timer = setTimeout(() => {
+      const reason = `reconcile hook did not answer within ${tool.timeoutMs} ms`;
+      controller.abort(new OncelyError('TOOL_TIMEOUT', reason));
+      resolve({ status: 'unknown', reason });
+    }, tool.timeoutMs);
+  });
   const onAbort = (): void => controller.abort(signal?.reason);
-  signal?.addEventListener('abort', onAbort, { once: true });
+  if (signal?.aborted === true) onAbort();
+  else signal?.addEventListener('abort', onAbort, { once: true });
+  const asked = Promise.resolve()
+    .then(() =>
+      hook(record, {
+        idempotencyKey: record.idempotencyKey,
+        runId: record.runId,
+        toolCallId: record.toolCallId,
+        tenantId: record.tenantId,
+        attempt: record.attempt,
+        retry: 0,
+        signal: controller.signal,
+      }),
+    )
+    .then(validAnswer, (error: unknown): Answer => ({
+      status: 'unknown',
+      reason: `reconcile hook failed: ${errorInfo(error).message}`,
+    }));
   try {
-    const outcome = await hook(record, {
-      idempotencyKey: record.idempotencyKey,
-      runId: record.runId,
-      toolCallId: record.toolCallId,
-      tenantId: record.tenantId,
-      attempt: record.attempt,
-      retry: 0,
-      signal: controller.signal,
-    });
-    return validOutcome(outcome);
-  } catch (error) {
-    return { status: 'unknown', reason: `reconcile hook failed: ${errorInfo(error).message}` };
+    return await Promise.race([asked, timedOut]);
   } finally {
     clearTimeout(timer);
     signal?.removeEventListener('abort', onAbort);
   }
 }
 
-function validOutcome(outcome: unknown): ReconcileOutcome {
-  const status = (outcome as { status?: unknown } | null)?.status;
-  if (status === 'completed' || status === 'failed' || status === 'unknown')
-    return outcome as ReconcileOutcome;
-  return {
-    status: 'unknown',
-    reason: `reconcile hook returned ${JSON.stringify(outcome) ?? 'nothing'}, not a status`,
-  };
+/** A hook's answer as the ledger can store it; anything else is the hook's error, recorded as unknown. */
+function validAnswer(outcome: unknown): Answer {
+  try {
+    const o = outcome as { status?: unknown; value?: unknown; resultReference?: unknown; reason?: unknown } | null;
+    const status = o?.status;
+    const reason = typeof o?.reason === 'string' && o.reason.trim() !== '' ? o.reason : null;
+    if (status === 'failed') return { status, reason };
+    if (status === 'unknown') return { status, reason: reason ?? 'reconcile hook could not tell' };
+    if (status === 'completed') {
+      const ref = o?.resultReference;
+      if (ref !== undefined && ref !== null && typeof ref !== 'string') {
+        return invalid(`a resultReference that is not a string (${typeof ref})`);
+      }
+      return {
+        status,
+        value: o?.value === undefined ? null : toJsonValue(o.value),
+        resultReference: typeof ref === 'string' ? ref : null,
+      };
+    }
+    return invalid(`${describe(outcome)}, not a status`);
+  } catch (error) {
+    return invalid(`a value the ledger cannot store: ${errorInfo(error).message}`);
+  }
+}
+
+function invalid(what: string): Answer {
+  return { status: 'unknown', reason: `reconcile hook returned ${what}` };
+}
+
+function describe(value: unknown): string {
+  try {
+    return JSON.stringify(value) ?? 'nothing';
+  } catch {
+    return 'a value that is not JSON';
+  }
 }

@@ -19,6 +19,7 @@ export interface RecordPlan {
  */
 export async function recordOutcome(plan: RecordPlan, outcome: AttemptOutcome): Promise<ToolExecutionRecord> {
   const result = await write(plan, plan.record, outcome);
+  reportLoss(plan.ledger, result, outcome.kind, plan.record.attempt);
   keepListening(plan, outcome, result);
   if (result.record === undefined) throw vanished(plan.record);
   return result.record;
@@ -41,6 +42,8 @@ export function outcomeTransition(
     via: 'outcome' as const,
     expect: { status: from.status, version: from.version },
     actor,
+    // The history names the attempt that produced the outcome, not whichever attempt stands now.
+    attempt: from.attempt,
     recordIgnored: true,
   };
   if (outcome.kind === 'failed' || outcome.kind === 'indeterminate') {
@@ -64,6 +67,17 @@ export function keepListening(plan: RecordPlan, outcome: AttemptOutcome, written
   plan.ledger.track(outcome.late.then((late) => recordLate(plan, recorded, late)));
 }
 
+/** An outcome that lost its compare-and-set and contradicted the record: log it at error level. */
+export function reportLoss(
+  ledger: Ledger,
+  result: TransitionResult,
+  observed: string,
+  attempt: number,
+): void {
+  if (result.applied || result.conflict !== true) return;
+  ledger.reportConflict(result.record, `attempt ${attempt} reported it ${observed}`, attempt);
+}
+
 export function vanished(record: ToolExecutionRecord): OncelyError {
   return new OncelyError(
     'LEDGER_RECORD_NOT_FOUND',
@@ -74,7 +88,8 @@ export function vanished(record: ToolExecutionRecord): OncelyError {
 async function recordLate(plan: RecordPlan, record: ToolExecutionRecord, late: LateOutcome): Promise<void> {
   if (late.kind === 'unknown') return;
   try {
-    await write(plan, record, late, 'late outcome of the attempt that timed out');
+    const result = await write(plan, record, late, 'late outcome of the attempt that timed out');
+    reportLoss(plan.ledger, result, late.kind, record.attempt);
   } catch (error) {
     process.emitWarning(
       `oncely: could not record the late outcome of ${record.idempotencyKey}: ${errorInfo(error).message}`,

@@ -14,6 +14,11 @@ export interface ResolveRequest {
   readonly actorId: string;
   readonly result?: unknown;
   readonly resultReference?: string | null;
+  /**
+   * Settle a `started` call even though its attempt may still be running (`CALL_IN_FLIGHT` without
+   * it). Recorded as forced in the history; the reason should say why waiting was not an option.
+   */
+  readonly force?: boolean;
 }
 
 /** Compare-and-set races with a late outcome are retried this many times before giving up. */
@@ -22,7 +27,10 @@ const MAX_TRIES = 5;
 /**
  * An operator settles an unknown call. Compare-and-set: of two operators acting at once exactly one
  * wins; the other (and anyone acting on a call already settled) gets `LEDGER_ALREADY_SETTLED` with
- * the record as it stands. Settling a compensation record `completed` marks its call `compensated`.
+ * the record as it stands. A `started` call whose attempt may still be running (its run held by a
+ * live driver, a compensation hook still running, or younger than its timeout plus a margin) is
+ * refused with `CALL_IN_FLIGHT` unless `force` is set. Settling a compensation record `completed`
+ * marks its call `compensated`.
  *
  * @example
  * await resolveToolCall(ledger, { tenantId: 'acme', idempotencyKey: 'run_1:call_2', status: 'failed',
@@ -36,12 +44,17 @@ export async function resolveToolCall(ledger: Ledger, request: ResolveRequest): 
       'resolve to "completed" (it took effect) or "failed" (it did not)',
     );
   }
+  if (request.force !== undefined && typeof request.force !== 'boolean') {
+    throw new OncelyError('LEDGER_TRANSITION_REFUSED', 'force is true or false');
+  }
   const result: JsonValue | null = request.result === undefined ? null : toJsonValue(request.result);
   const actor = { kind: 'operator' as const, id: input.actorId };
   for (let i = 0; i < MAX_TRIES; i++) {
     const record = await ledger.store.ledger.get(input.tenantId, input.key);
     if (record === undefined) throw notFound(input.key);
     if (!isUnknownStatus(record.status)) throw alreadySettled(record);
+    const running = record.status === 'started' ? await stillRunning(ledger, record) : undefined;
+    if (running !== undefined && request.force !== true) throw inFlight(record, running);
     const written = await ledger.store.transaction(async (tx) => {
       const moved = await tx.ledger.transition({
         tenantId: input.tenantId,
@@ -50,10 +63,11 @@ export async function resolveToolCall(ledger: Ledger, request: ResolveRequest): 
         to: request.status,
         expect: { status: record.status, version: record.version },
         actor,
-        reason: input.reason,
+        reason: running === undefined ? input.reason : `forced: ${input.reason}`,
         result,
         resultReference: request.resultReference ?? null,
         error: request.status === 'failed' ? { code: 'RESOLVED_NOT_TAKEN', message: input.reason } : null,
+        detail: running === undefined ? null : { forced: true, mayStillBeRunning: running },
         recordIgnored: false,
       });
       if (moved.applied && request.status === 'completed' && moved.record.compensationOf !== null) {
@@ -66,6 +80,29 @@ export async function resolveToolCall(ledger: Ledger, request: ResolveRequest): 
   const current = await ledger.store.ledger.get(input.tenantId, input.key);
   if (current === undefined) throw notFound(input.key);
   throw alreadySettled(current);
+}
+
+/**
+ * Why a `started` call's attempt may still be running, or undefined when it can no longer land: an
+ * attempt of this process still out, a live lease on its run (not for a compensation, which no run
+ * drives), or an attempt younger than its timeout plus the margin.
+ */
+async function stillRunning(ledger: Ledger, record: ToolExecutionRecord): Promise<string | undefined> {
+  if (ledger.attemptInFlight(record.tenantId, record.idempotencyKey)) {
+    return 'its attempt is still running in this process';
+  }
+  if (record.compensationOf === null) {
+    const run = await ledger.store.runs.get(record.tenantId, record.runId);
+    const live =
+      run?.status === 'running' &&
+      run.leaseExpiresAt !== null &&
+      Date.parse(run.leaseExpiresAt) > Date.now();
+    if (live) return `run ${record.runId} is held by a live driver (${run.leaseOwner ?? 'unknown'})`;
+  }
+  if (ledger.mayLand(record)) {
+    return `its attempt started at ${record.attemptStartedAt} and may run for ${record.attemptTimeoutMs ?? 0} ms (plus ${ledger.landingMarginMs} ms)`;
+  }
+  return undefined;
 }
 
 /** The compensation of `record.compensationOf` took effect: its call is now `compensated`. */
@@ -95,6 +132,16 @@ export function notFound(key: string): OncelyError {
   return new OncelyError('LEDGER_RECORD_NOT_FOUND', `no tool call ${key} in this tenant's ledger`, {
     details: { key },
   });
+}
+
+function inFlight(record: ToolExecutionRecord, why: string): OncelyError {
+  return new OncelyError(
+    'CALL_IN_FLIGHT',
+    `tool call ${record.idempotencyKey} is started and may still be running: ${why}. Settling it now ` +
+      'could contradict what its attempt is about to do; wait until it settles or can no longer land, ' +
+      'or resolve with force (`--force`, recorded as forced) if you are sure',
+    { details: { record, why } },
+  );
 }
 
 function alreadySettled(record: ToolExecutionRecord): OncelyError {

@@ -56,9 +56,31 @@ export function isOncelyError(error: unknown, code?: ErrorCode): error is Oncely
   return error instanceof OncelyError && (code === undefined || error.code === code);
 }
 
-/** A JSON-safe summary of any thrown value, for the ledger. */
+/**
+ * A JSON-safe summary of any thrown value, for the ledger. It never throws itself: a thrown value
+ * whose `name` or `message` getter throws, or that cannot be turned into a string, is still
+ * summarised, so the outcome it stands for is recorded rather than lost.
+ */
 export function errorInfo(error: unknown): { code: string; message: string } {
-  if (error instanceof OncelyError) return error.toJSON();
-  if (error instanceof Error) return { code: error.name || 'Error', message: error.message };
-  return { code: 'Error', message: String(error) };
+  if (error instanceof OncelyError) return { code: error.code, message: safeText(() => error.message) };
+  if (error instanceof Error) {
+    const name = safeText(() => error.name);
+    return { code: typeof name === 'string' && name !== '' ? name : 'Error', message: safeText(() => error.message) };
+  }
+  return { code: 'Error', message: safeText(() => String(error)) };
+}
+
+function safeText(read: () => unknown): string {
+  try {
+    const value = read();
+    return typeof value === 'string' ? value : String(value);
+  } catch (problem) {
+    let why = 'it threw';
+    try {
+      why = problem instanceof Error && typeof problem.message === 'string' ? problem.message : why;
+    } catch {
+      // a second throwing getter: keep the plain words
+    }
+    return `(the error's text could not be read: ${why})`;
+  }
 }

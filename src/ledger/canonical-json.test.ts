@@ -54,8 +54,24 @@ describe('canonicalJson', () => {
     expect(refusalOf(value)).toMatch(message);
   });
 
-  it('takes an invalid Date as null, as JSON does', () => {
-    expect(canonicalJson({ at: new Date(Number.NaN) })).toBe('{"at":null}');
+  it.each([
+    // eslint-disable-next-line no-sparse-arrays
+    ['a hole in a sparse array', [, 1], /\$\[0\].*hole/],
+    ['a hole deep inside', { list: [1, , 3] }, /\$\.list\[1\].*hole/],
+    ['a Map', { m: new Map([['a', 1]]) }, /\$\.m.*Map/],
+    ['a Set', new Set([1, 2]), /\$ .*Set/],
+    ['an invalid Date', { at: new Date(Number.NaN) }, /\$\.at.*invalid Date/],
+    ['a regular expression', { r: /x/ }, /regular expression/],
+    ['a typed array', { b: new Uint8Array([1]) }, /binary/],
+    ['undefined inside a nested array', { a: [[undefined]] }, /\$\.a\[0\]\[0\].*undefined/],
+  ])('refuses %s, naming where it is (two values must never share a digest)', (_what, value, message) => {
+    expect(refusalOf(value)).toMatch(message);
+  });
+
+  it('gives two different Maps or Sets no shared digest: both are refused, not written as {}', () => {
+    expect(() => argsDigest(new Map([['a', 1]]))).toThrow(/Map/);
+    expect(() => argsDigest(new Map([['b', 2]]))).toThrow(/Map/);
+    expect(() => argsDigest({ s: new Set(['x']) })).toThrow(/Set/);
   });
 
   it('refuses a reference cycle, naming where it is', () => {

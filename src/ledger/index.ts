@@ -14,6 +14,8 @@ export {
   isAllowedTransition,
   assertTransition,
   settles,
+  contradicts,
+  type Observation,
   type TransitionVia,
 } from './transitions.js';
 export {
@@ -35,3 +37,17 @@ export {
   parseKey,
   type ParsedKey,
 } from './ids.js';
+export {
+  CALL_ACTIONS,
+  CALL_DECISION_TABLE,
+  DEFAULT_LANDING_MARGIN_MS,
+  DEFAULT_MAX_ATTEMPTS,
+  attemptMayLand,
+  decideCall,
+  decideHookAnswer,
+  landsUntil,
+  type CallAction,
+  type CallDecision,
+  type CallFacts,
+  type HookAnswerAction,
+} from './call-decision.js';

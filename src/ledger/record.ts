@@ -38,17 +38,27 @@ export interface ToolExecutionRecord {
   readonly updatedAt: string;
   /** When the current attempt was reserved: an unknown call has been waiting since then. */
   readonly attemptStartedAt: string;
+  /**
+   * How long the current attempt may run, all its tries included (null on records made before this
+   * was kept). Until `attemptStartedAt + attemptTimeoutMs` (plus a margin) the attempt may still
+   * land, so a `failed` answer does not re-open the key and an operator's resolve is refused.
+   */
+  readonly attemptTimeoutMs: number | null;
+  /** Set when a real outcome contradicted the settled record (see `conflict` events). */
+  readonly conflictAt: string | null;
   readonly settledAt: string | null;
   readonly settledBy: Actor | null;
 }
 
-export const EVENT_KINDS = ['transition', 'ignored', 'note'] as const;
+export const EVENT_KINDS = ['transition', 'ignored', 'note', 'conflict'] as const;
 export type LedgerEventKind = (typeof EVENT_KINDS)[number];
 
 /**
  * The history of a record, append only. `transition` moved the record; `ignored` is an outcome or
  * decision that arrived after the record was settled (or raced and lost) and changed nothing;
- * `note` records an observation that changes nothing (a reconcile hook that could not tell).
+ * `note` records an observation that changes nothing (a reconcile hook that could not tell);
+ * `conflict` is a real outcome that contradicts the record as settled (an effect landed on a call
+ * settled `failed`, or on a key re-opened meanwhile): it changes nothing either, but is loud.
  */
 export interface LedgerEvent {
   readonly id: number;

@@ -85,3 +85,35 @@ export const RESERVABLE_STATUSES: readonly LedgerStatus[] = TRANSITIONS.filter(
 export function settles(to: LedgerStatus): boolean {
   return to === 'completed' || to === 'failed' || to === 'compensated';
 }
+
+/** What an attempt or a reconcile hook observed, against the record as it now stands. */
+export interface Observation {
+  readonly via: TransitionVia;
+  readonly to: LedgerStatus;
+  /** The attempt the observation is about (an attempt's own outcome names its attempt). */
+  readonly attempt: number;
+}
+
+/**
+ * Whether an observation that lost its compare-and-set contradicts the settled record: an effect
+ * that landed on a call settled `failed`, an effect of an earlier attempt that landed after the key
+ * was re-opened (two effects may now stand), or a call found not taken that is recorded as taken.
+ * Such an outcome is a `conflict`, never a quiet `ignored`. Only real observations count (an
+ * attempt's outcome, a reconcile hook's answer); a decision that lost a race is just ignored.
+ */
+export function contradicts(
+  observed: Observation,
+  current: { readonly status: LedgerStatus; readonly attempt: number },
+): boolean {
+  if (observed.via !== 'outcome' && observed.via !== 'reconcile') return false;
+  if (observed.to === 'completed') {
+    return current.status === 'failed' || observed.attempt < current.attempt;
+  }
+  if (observed.to === 'failed') {
+    return (
+      observed.attempt === current.attempt &&
+      (current.status === 'completed' || current.status === 'compensated')
+    );
+  }
+  return false;
+}

@@ -59,10 +59,19 @@ export interface RunRecord {
   readonly statusReason: string | null;
   readonly createdAt: string;
   readonly updatedAt: string;
+  /** Claims since the last drive that ended cleanly; past the runtime's maximum the run fails. */
+  readonly driveAttempts: number;
+  /** Model calls in a row that failed for a transient cause (requeued with backoff each time). */
+  readonly modelOutages: number;
+  /** What the last failed drive or model outage said (the run goes on; `error` is for a failed run). */
+  readonly lastError: ErrorInfo | null;
 }
 
 export interface RunEvent {
+  /** Store-wide id; not an order a reader can page by (PostgreSQL may commit a lower id later). */
   readonly id: number;
+  /** 1, 2, 3… per run, assigned under the run's row lock: page by this, it never skips. */
+  readonly seq: number;
   readonly tenantId: string;
   readonly runId: string;
   readonly at: string;

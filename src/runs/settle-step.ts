@@ -6,6 +6,7 @@ import {
   reconcileHookOf,
   recordOutcome,
   recordPlanOf,
+  reportLoss,
   type CallProgress,
   type PreparedCall,
   type Reserve,
@@ -64,8 +65,7 @@ async function execute(driver: RunDriver, plan: StepPlan): Promise<Map<string, C
     plan.ready.map((call, i) =>
       proceedCall(driver.ledger, call, reservations[i], {
         signal: driver.lease.signal,
-        // A `started` record of a resumed run belongs to a process that is gone.
-        reconcileStarted: !driver.fresh,
+        caller: 'run',
         reserve,
       }),
     ),
@@ -107,8 +107,11 @@ async function recordInHand(driver: RunDriver, progress: Map<string, CallProgres
  */
 function fencedReserve(driver: RunDriver) {
   const { ledger, run, lease } = driver;
-  return (requests: readonly PreparedCall['request'][], consume: readonly PreparedCall[]) =>
-    ledger.store.transaction(async (tx) => {
+  return async (requests: readonly PreparedCall['request'][], consume: readonly PreparedCall[]) => {
+    // A driver that knows its lease is gone (it froze past it) reserves nothing, even if nobody has
+    // claimed the run yet: the database would still renew an unexpired lease, never an expired one.
+    if (lease.lost) throw leaseLost(run.runId, lease.epoch);
+    return ledger.store.transaction(async (tx) => {
       const held = await tx.runs.renewLease(
         { tenantId: run.tenantId, runId: run.runId, leaseEpoch: lease.epoch },
         driver.owner,
@@ -125,6 +128,7 @@ function fencedReserve(driver: RunDriver) {
       }
       return tx.ledger.reserve(requests, ledger.actor);
     });
+  };
 }
 
 interface Told {
@@ -144,26 +148,38 @@ async function commit(
   mayPassAgain: boolean,
 ): Promise<DriveEnd | undefined | 'again'> {
   const writes: [Executed, TransitionResult][] = [];
-  const result = await driver.ledger.store.transaction(async (tx) => {
-    const outcomes = new Map<string, ToolCallOutcome>(plan.standing);
-    for (const [id, p] of progress) {
-      if (p.kind === 'settled') {
-        outcomes.set(id, p.outcome);
-        continue;
+  let result: DriveEnd | undefined | 'again';
+  try {
+    result = await driver.ledger.store.transaction(async (tx) => {
+      writes.length = 0;
+      const outcomes = new Map<string, ToolCallOutcome>(plan.standing);
+      for (const [id, p] of progress) {
+        if (p.kind === 'settled') {
+          outcomes.set(id, p.outcome);
+          continue;
+        }
+        const { resultReference } = recordPlanOf(driver.ledger, p);
+        const written = await tx.ledger.transition(
+          outcomeTransition(driver.ledger.actor, p.record, p.attempt, resultReference),
+        );
+        if (written.record === undefined)
+          throw new Error(`${p.record.idempotencyKey} vanished from the ledger`);
+        writes.push([p, written]);
+        outcomes.set(id, executedOutcome(p, written.record));
       }
-      const { resultReference } = recordPlanOf(driver.ledger, p);
-      const written = await tx.ledger.transition(
-        outcomeTransition(driver.ledger.actor, p.record, p.attempt, resultReference),
-      );
-      if (written.record === undefined)
-        throw new Error(`${p.record.idempotencyKey} vanished from the ledger`);
-      writes.push([p, written]);
-      outcomes.set(id, executedOutcome(p, written.record));
-    }
-    const told = tell(driver, calls, plan, progress, outcomes);
-    return decide(driver, tx, told, plan, mayPassAgain);
-  });
-  for (const [p, written] of writes) afterWrite(driver.ledger, p, written);
+      const told = tell(driver, calls, plan, progress, outcomes);
+      return decide(driver, tx, told, plan, mayPassAgain);
+    });
+  } catch (error) {
+    // The step's commit failed (a lost connection, a fenced-out save): what the calls came to is
+    // still the truth, so record it on its own before the drive stands down.
+    await recordInHand(driver, progress);
+    throw error;
+  }
+  for (const [p, written] of writes) {
+    reportLoss(driver.ledger, written, p.attempt.kind, p.record.attempt);
+    afterWrite(driver.ledger, p, written);
+  }
   await crashPoint('tool.after-record');
   return result;
 }

@@ -22,6 +22,7 @@ export type {
   RunFence,
   CreateRunRequest,
   SaveCheckpointRequest,
+  ReleaseRequest,
   RunEventInput,
   RunListFilter,
   NewApproval,

@@ -1,6 +1,6 @@
 import type { TransitionRequest } from './store.js';
 import { OncelyError } from '../errors/index.js';
-import { UNKNOWN_STATUSES, assertTransition } from '../ledger/index.js';
+import { UNKNOWN_STATUSES, assertTransition, contradicts } from '../ledger/index.js';
 import type {
   Actor,
   EffectKind,
@@ -36,6 +36,8 @@ export interface ExecutionRow {
   settled_at: string | Date | null;
   settled_by_kind: string | null;
   settled_by_id: string | null;
+  attempt_timeout_ms: number | string | null;
+  conflict_at: string | Date | null;
 }
 
 export interface EventRow {
@@ -83,6 +85,8 @@ export function toRecord(row: ExecutionRow): ToolExecutionRecord {
     createdAt: time(row.created_at),
     updatedAt: time(row.updated_at),
     attemptStartedAt: time(row.attempt_started_at),
+    attemptTimeoutMs: row.attempt_timeout_ms === null ? null : Number(row.attempt_timeout_ms),
+    conflictAt: row.conflict_at === null ? null : time(row.conflict_at),
     settledAt: row.settled_at === null ? null : time(row.settled_at),
     settledBy:
       row.settled_by_kind === null || row.settled_by_id === null
@@ -145,9 +149,19 @@ export function transitionColumns(
     setResult: to === 'completed',
     result: request.result ?? null,
     resultReference: request.resultReference ?? null,
-    setError: to === 'failed' || to === 'indeterminate',
+    // A call settled completed took effect: an earlier timeout error no longer describes it.
+    setError: to === 'failed' || to === 'indeterminate' || to === 'completed',
     error: request.error ?? null,
   };
+}
+
+/** How a lost compare-and-set goes into the history: a contradiction is a `conflict`, else `ignored`. */
+export function lossKind(
+  request: TransitionRequest,
+  current: Pick<ToolExecutionRecord, 'status' | 'attempt'>,
+): 'conflict' | 'ignored' {
+  const attempt = request.attempt ?? current.attempt;
+  return contradicts({ via: request.via, to: request.to, attempt }, current) ? 'conflict' : 'ignored';
 }
 
 /** What an ignored outcome carried, so the history shows what arrived too late. */

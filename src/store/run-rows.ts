@@ -26,10 +26,14 @@ export interface RunRow {
   status_reason: string | null;
   created_at: Time;
   updated_at: Time;
+  drive_attempts: number | string;
+  model_outages: number | string;
+  last_error: unknown;
 }
 
 export interface RunEventRow {
   id: number | string;
+  seq: number | string;
   tenant_id: string;
   run_id: string;
   at: Time;
@@ -77,12 +81,16 @@ export function toRun(row: RunRow): RunRecord {
     statusReason: row.status_reason,
     createdAt: time(row.created_at),
     updatedAt: time(row.updated_at),
+    driveAttempts: Number(row.drive_attempts),
+    modelOutages: Number(row.model_outages),
+    lastError: json<ErrorInfo>(row.last_error),
   };
 }
 
 export function toRunEvent(row: RunEventRow): RunEvent {
   return {
     id: Number(row.id),
+    seq: Number(row.seq),
     tenantId: row.tenant_id,
     runId: row.run_id,
     at: time(row.at),

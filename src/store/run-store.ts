@@ -39,6 +39,22 @@ export interface SaveCheckpointRequest {
   readonly reason?: string | null;
   /** Events appended in the same statement or transaction. */
   readonly events?: readonly RunEventInput[];
+  /** The model answered in this step: its run of outages ends. */
+  readonly modelAnswered?: boolean;
+}
+
+/**
+ * A driver lets go of a running run it cannot take further now, to be claimed again at `retryAt`
+ * (queued, no lease): a drive that threw (its attempts keep counting), a model outage, or a call
+ * whose last attempt may still land.
+ */
+export interface ReleaseRequest {
+  readonly fence: Omit<RunFence, 'checkpointVersion'>;
+  readonly delayMs: number;
+  readonly reason: string;
+  readonly lastError?: ErrorInfo | null;
+  /** Why: `failed_drive` keeps counting drive attempts; the others end the drive cleanly. */
+  readonly cause: 'failed_drive' | 'model_outage' | 'waiting';
 }
 
 /** A position in the waiting runs' order. */
@@ -92,6 +108,13 @@ export interface RunStore {
    * a final or waiting status releases the lease. Returns the new version, or undefined when fenced out.
    */
   saveCheckpoint(request: SaveCheckpointRequest): Promise<number | undefined>;
+  /** Lets go of a running run at this epoch, queued again after a delay; false when fenced out. */
+  release(request: ReleaseRequest): Promise<boolean>;
+  /**
+   * An operator re-drives a `failed` run from its last checkpoint: `queued`, its error and counters
+   * cleared. Undefined when the run is not failed.
+   */
+  retry(tenantId: string, runId: string, reason: string, actorId: string): Promise<RunRecord | undefined>;
   /** `from` (a waiting status) → `queued`, so a worker picks the run up again. */
   requeue(tenantId: string, runId: string, from: readonly RunStatus[], reason: string): Promise<boolean>;
   /** Cancels a run that is not final; bumps the epoch so whoever drives it stands down. */
@@ -102,7 +125,8 @@ export interface RunStore {
    */
   listWaiting(status: RunStatus, limit: number, after?: WaitingCursor): Promise<RunRecord[]>;
   appendEvent(tenantId: string, runId: string, type: string, data: JsonValue): Promise<void>;
-  events(tenantId: string, runId: string, afterId: number, limit: number): Promise<RunEvent[]>;
+  /** A run's events with `seq` greater than `afterSeq`, in order. */
+  events(tenantId: string, runId: string, afterSeq: number, limit: number): Promise<RunEvent[]>;
 
   createApprovals(approvals: readonly NewApproval[]): Promise<void>;
   getApproval(tenantId: string, idempotencyKey: string): Promise<ApprovalRecord | undefined>;

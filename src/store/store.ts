@@ -23,12 +23,19 @@ export interface ReserveRequest {
   readonly args: JsonValue;
   readonly argsDigest: string;
   readonly compensationOf: string | null;
+  /** How long the attempt may run, all its tries included; kept on the record (see `attemptMayLand`). */
+  readonly attemptTimeoutMs: number;
+  /**
+   * Re-open this `failed` record (the decision table said `reopen`), compare-and-set on the version
+   * the caller saw. Without it an existing record is never taken over: it comes back `existing`.
+   */
+  readonly reopenVersion?: number;
 }
 
 /**
- * `reserved`: this caller now holds the call (a new record, or a re-reservation after `failed`) and
- * may run the tool. `existing`: someone else's record stands; the caller reads its status and
- * digest and must not run the tool.
+ * `reserved`: this caller now holds the call (a new record, or a re-opening of a `failed` one at the
+ * version it saw) and may run the tool. `existing`: a record stands; the caller reads its status and
+ * digest, asks the decision table, and must not run the tool.
  */
 export type ReserveResult =
   | { readonly kind: 'reserved'; readonly record: ToolExecutionRecord }
@@ -50,13 +57,23 @@ export interface TransitionRequest {
   /** Set on `failed` (what went wrong); cleared by nothing but a re-reservation. */
   readonly error?: ErrorInfo | null;
   readonly detail?: JsonValue | null;
-  /** When the compare-and-set loses, append the attempt to the history as `ignored`. */
+  /**
+   * When the compare-and-set loses, append the attempt to the history: as `conflict` when it
+   * contradicts the record as it stands (`contradicts`), which also marks the record, else `ignored`.
+   */
   readonly recordIgnored: boolean;
+  /** The attempt this outcome or answer is about (default the expected record's); the history names it. */
+  readonly attempt?: number;
 }
 
 export type TransitionResult =
   | { readonly applied: true; readonly record: ToolExecutionRecord }
-  | { readonly applied: false; readonly record: ToolExecutionRecord | undefined };
+  | {
+      readonly applied: false;
+      readonly record: ToolExecutionRecord | undefined;
+      /** The lost outcome contradicted the record and was recorded as a `conflict`. */
+      readonly conflict?: boolean;
+    };
 
 export interface NoteRequest {
   readonly tenantId: string;
@@ -75,6 +92,8 @@ export interface ListFilter {
   readonly statuses?: readonly LedgerStatus[];
   readonly runId?: string;
   readonly toolName?: string;
+  /** Only records a real outcome contradicted (`conflictAt` set). */
+  readonly conflict?: boolean;
   readonly limit: number;
   /** Records strictly after this position in (attemptStartedAt, idempotencyKey) order. */
   readonly after?: ListCursor;

@@ -117,3 +117,12 @@ export function backoffDelay(effect: Effect, retry: number, random: () => number
   const ceiling = Math.min(effect.backoff.maxDelayMs, effect.backoff.baseDelayMs * 2 ** retry);
   return Math.floor(random() * ceiling);
 }
+
+/**
+ * The longest one reservation's tries can take: every try's timeout, and the longest backoff between
+ * them. Kept on the ledger record, so any process can tell when an attempt can no longer land.
+ */
+export function attemptBudgetMs(effect: Effect, timeoutMs: number): number {
+  const tries = effect.kind === 'read' ? effect.attempts : 1;
+  return tries * timeoutMs + (tries - 1) * effect.backoff.maxDelayMs;
+}

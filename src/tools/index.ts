@@ -4,6 +4,7 @@ export {
   external,
   destructive,
   backoffDelay,
+  attemptBudgetMs,
   effectProblem,
   MAX_READ_ATTEMPTS,
   type Effect,

@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { z } from 'zod';
 import {
@@ -146,7 +147,9 @@ describe.each(STORES)('the guarded call on %s', (_name, open) => {
 
   beforeAll(async () => {
     opened = await open();
-    ledger = new Ledger(opened.store, { actorId: 'test-worker' });
+    // No landing margin: an attempt that has answered (or timed out and stopped) can no longer land
+    // once its timeout has passed. test/calls/promise-edges.test.ts covers the margin.
+    ledger = new Ledger(opened.store, { actorId: 'test-worker', landingMarginMs: 0 });
   });
   afterAll(async () => {
     await ledger.drain();
@@ -390,7 +393,7 @@ describe.each(STORES)('the guarded call on %s', (_name, open) => {
       expect(seen).toHaveLength(1);
     });
 
-    it('re-runs a call the reconcile hook found failed, with the same key as attempt 2', async () => {
+    it('re-runs a call the reconcile hook found failed, with the same key as attempt 2, once its attempt can no longer land', async () => {
       const c = credit({
         timeoutMs: 50,
         execute: hangOnce,
@@ -398,6 +401,8 @@ describe.each(STORES)('the guarded call on %s', (_name, open) => {
       });
       const call = newCall();
       await timedOut(c, call);
+      const record = await recordOf(call);
+      await sleep(Math.max(0, Date.parse(record!.attemptStartedAt) + 60 - Date.now()));
       const outcome = await executeToolCall(ledger, c.tool, ARGS, call);
       expect(outcome).toMatchObject({
         status: 'completed',
@@ -585,9 +590,11 @@ describe.each(STORES)('the guarded call on %s', (_name, open) => {
         'transition:reserve:-->started',
         'transition:outcome:started->indeterminate',
         'transition:resolve:indeterminate->failed',
-        'ignored:outcome:failed->completed',
+        'conflict:outcome:failed->completed',
       ]);
-      expect(history.at(-1)?.detail).toMatchObject({ result: { receipt: 'late_receipt' } });
+      // The effect landed on a call settled failed: loud, never a quiet `ignored`.
+      expect(record?.conflictAt).not.toBeNull();
+      expect(history.at(-1)).toMatchObject({ attempt: 1, detail: { result: { receipt: 'late_receipt' } } });
     });
   });
 

@@ -152,13 +152,29 @@ function modelMove(
 
 function modelAppend(
   km: KeyModel,
-  kind: 'ignored' | 'note',
+  kind: 'ignored' | 'note' | 'conflict',
   to: LedgerStatus | null,
   via: TransitionVia | null,
   actor: Actor,
+  attempt = km.attempt,
 ): void {
-  km.events.push({ kind, from: km.status, to, via, attempt: km.attempt, actor });
+  km.events.push({ kind, from: km.status, to, via, attempt, actor });
 }
+
+/**
+ * An observation about `attempt` that lost its compare-and-set contradicts the record (DESIGN §4):
+ * an effect that landed on a call settled failed or on a key re-opened since; a call found not taken
+ * that is recorded as taken, at the same attempt.
+ */
+function lossOf(km: KeyModel, to: Outcome | Settlement, attempt: number): 'conflict' | 'ignored' {
+  if (to === 'completed' && (km.status === 'failed' || attempt < km.attempt)) return 'conflict';
+  if (to === 'failed' && attempt === km.attempt && (km.status === 'completed' || km.status === 'compensated'))
+    return 'conflict';
+  return 'ignored';
+}
+
+/** Attempts of one key before a reconcile hook's `failed` no longer re-opens it (the ledger's default). */
+const MAX_ATTEMPTS = 3;
 
 const heldViews = (m: Model, worker: string, call: CallId): View[] => {
   let views = m.held.get(slot(worker, call));
@@ -197,12 +213,14 @@ function assertHistoryChains(history: readonly LedgerEvent[], record: ToolExecut
   let status: LedgerStatus | null = null;
   let attempt = 0;
   for (const event of history) {
-    expect(event.attempt).toBeGreaterThanOrEqual(attempt);
     if (event.kind !== 'transition') {
-      // An ignored outcome or a note changes nothing: it names the status the record had then.
+      // An ignored outcome, a conflict or a note changes nothing: it names the status the record had
+      // then, and the attempt it is about (an outcome of an earlier attempt names that attempt).
       expect(event.from).toBe(status);
+      expect(event.attempt).toBeLessThanOrEqual(attempt);
       continue;
     }
+    expect(event.attempt).toBeGreaterThanOrEqual(attempt);
     expect(event.from).toBe(status);
     if (event.via === 'reserve') {
       // Never executing twice without a `failed` in between.
@@ -271,6 +289,9 @@ function reserveRequest(tenantId: string, call: CallId, otherArgs: boolean): Res
     args,
     argsDigest: argsDigest(args),
     compensationOf: null,
+    // The model's attempts can no longer land once reported (the ledger runs with no margin), so
+    // the decision rules it models are the ones about status, version and attempts.
+    attemptTimeoutMs: 0,
   };
 }
 
@@ -288,9 +309,19 @@ class ReserveCommand implements LedgerCommand {
 
   async run(m: Model, r: Real): Promise<void> {
     const km = m.keys[this.call];
-    const expectReserved = !this.otherArgs && (km.status === null || km.status === 'failed');
+    // A worker re-opens a key it saw `failed`, compare-and-set on the version it saw (maybe stale).
+    const seen = m.seen.get(slot(this.worker, this.call));
+    const reopenVersion = seen?.status === 'failed' ? seen.version : undefined;
+    const expectReserved =
+      !this.otherArgs &&
+      (km.status === null || (km.status === 'failed' && reopenVersion === km.version));
     const [result] = await r.store.ledger.reserve(
-      [reserveRequest(r.tenantId, this.call, this.otherArgs)],
+      [
+        {
+          ...reserveRequest(r.tenantId, this.call, this.otherArgs),
+          ...(reopenVersion === undefined ? {} : { reopenVersion }),
+        },
+      ],
       runtime(this.worker),
     );
     expect(result?.kind).toBe(expectReserved ? 'reserved' : 'existing');
@@ -338,6 +369,7 @@ async function sendOutcome(
       ? { result: value, resultReference: `rcpt-${view.attempt}` }
       : { error: { code: 'DOWNSTREAM', message: `${to} (attempt ${view.attempt})` } }),
     recordIgnored: true,
+    attempt: view.attempt,
   };
   if (!(OUTCOME_EDGES[view.status] ?? []).includes(to)) {
     // Not an edge of the table: refused before anything is written.
@@ -349,15 +381,20 @@ async function sendOutcome(
     const written = await r.store.ledger.transition(request);
     expect(written.applied).toBe(applies);
     if (applies) modelMove(km, to, 'outcome', actor, value);
-    else modelAppend(km, 'ignored', to, 'outcome', actor);
+    else modelAppend(km, lossOf(km, to, view.attempt), to, 'outcome', actor, view.attempt);
+    expect(!written.applied && written.conflict === true).toBe(
+      !applies && lossOf(km, to, view.attempt) === 'conflict' && km.events.at(-1)?.kind === 'conflict',
+    );
     if (applies && to === 'indeterminate' && written.record !== undefined) {
       heldViews(m, view.owner, call).push(viewOf(view.owner, written.record));
     }
     if (written.record !== undefined) m.seen.set(slot(view.owner, call), written.record);
   }
   if (before !== undefined && isSettled(before.status)) {
-    // A settled record is never changed by an outcome, however late.
-    expect(await r.store.ledger.get(r.tenantId, key(call))).toEqual(before);
+    // A settled record is never changed by an outcome, however late; a contradiction only marks it.
+    const after = await r.store.ledger.get(r.tenantId, key(call));
+    expect({ ...after, conflictAt: before.conflictAt }).toEqual(before);
+    if (km.events.at(-1)?.kind === 'conflict') expect(after?.conflictAt).not.toBeNull();
   }
 }
 
@@ -447,11 +484,16 @@ class ReconcileCommand implements LedgerCommand {
           ? { status: 'failed', reason: 'no such key downstream' }
           : { status: 'unknown', reason: 'downstream did not answer' };
     const record = await reconcileRecord(r.ledger, MODEL_TOOL, () => answer, seen);
-    if (this.answer === 'unknown') modelAppend(km, 'note', null, null, RECONCILE_ACTOR);
+    // A `failed` answer about a key that has had its attempts is only a note: an operator decides.
+    const noted = this.answer === 'unknown' || (this.answer === 'failed' && seen.attempt >= MAX_ATTEMPTS);
+    if (noted) modelAppend(km, 'note', null, null, RECONCILE_ACTOR);
     else if (km.status === seen.status && km.version === seen.version) {
       modelMove(km, this.answer, 'reconcile', RECONCILE_ACTOR, value);
-    } else modelAppend(km, 'ignored', this.answer, 'reconcile', RECONCILE_ACTOR);
-    if (this.answer !== 'unknown')
+    } else {
+      const answered = this.answer as Settlement;
+      modelAppend(km, lossOf(km, answered, seen.attempt), answered, 'reconcile', RECONCILE_ACTOR, seen.attempt);
+    }
+    if (!noted)
       expect({ status: record.status, version: record.version }).toEqual({
         status: km.status,
         version: km.version,
@@ -610,7 +652,7 @@ describe.each(TARGETS)('the ledger against its model ($name)', (target) => {
   it('matches the model under random interleavings of reserve, outcome, reconcile and resolve', async () => {
     const store = stores[0];
     if (store === undefined) throw new Error('no store');
-    const ledger = new Ledger(store, { actorId: 'model-runtime' });
+    const ledger = new Ledger(store, { actorId: 'model-runtime', landingMarginMs: 0 });
     await fc.assert(
       fc.asyncProperty(fc.commands(COMMANDS, { maxCommands: 40, size: 'max' }), async (commands) => {
         const setup = (): { model: Model; real: Real } => ({

@@ -148,6 +148,7 @@ export function describeOperatorConformance(name: string, open: () => Promise<Op
               args,
               argsDigest: argsDigest(args),
               compensationOf: null,
+              attemptTimeoutMs: 30_000,
             },
           ],
           RUNTIME,

@@ -46,6 +46,7 @@ export interface OpenedStore extends ConformanceDatabase {
 
 const RUNTIME: Actor = { kind: 'runtime', id: 'conformance' };
 const OPERATOR: Actor = { kind: 'operator', id: 'ops-ana' };
+const RECONCILER: Actor = { kind: 'reconcile', id: 'hook:issue_credit' };
 const TENANT = 'acme';
 const APPEND_ONLY = /append-only|never deleted/;
 
@@ -138,6 +139,7 @@ export function describeStoreConformance(
         effect: 'external',
         argsDigest: argsDigest(args),
         compensationOf: null,
+        attemptTimeoutMs: 30_000,
         ...overrides,
         args,
       };
@@ -218,6 +220,7 @@ export function describeStoreConformance(
           resultReference: null,
           error: null,
           compensationOf: null,
+          attemptTimeoutMs: 30_000,
           settledAt: null,
           settledBy: null,
         });
@@ -258,12 +261,46 @@ export function describeStoreConformance(
         });
       }
 
-      it('re-reserves a failed key with the same arguments: attempt 2, same key, error and result cleared', async () => {
+      it('never takes over a failed key by itself: it answers the record, and the caller decides', async () => {
+        const failed = await recordIn('failed');
+        const before = await snapshot(failed.idempotencyKey);
+        const [result] = await store.ledger.reserve([request({ runId: failed.runId })], RUNTIME);
+        expect(result).toEqual({ kind: 'existing', record: before.record });
+        expect(await snapshot(failed.idempotencyKey)).toEqual(before);
+      });
+
+      it('does not re-open a failed key at a version it no longer has', async () => {
+        const failed = await recordIn('failed');
+        const before = await snapshot(failed.idempotencyKey);
+        const stale = request({ runId: failed.runId, reopenVersion: failed.version - 1 });
+        const [result] = await store.ledger.reserve([stale], RUNTIME);
+        expect(result).toEqual({ kind: 'existing', record: before.record });
+        expect(await snapshot(failed.idempotencyKey)).toEqual(before);
+      });
+
+      for (const status of ['started', 'indeterminate', 'completed', 'compensated'] as const) {
+        it(`never re-opens a ${status} key, even at its version`, async () => {
+          const record = await recordIn(status);
+          const before = await snapshot(record.idempotencyKey);
+          const [result] = await store.ledger.reserve(
+            [request({ runId: record.runId, reopenVersion: record.version })],
+            RUNTIME,
+          );
+          expect(result).toEqual({ kind: 'existing', record: before.record });
+          expect(await snapshot(record.idempotencyKey)).toEqual(before);
+        });
+      }
+
+      it('re-opens a failed key at the version it saw, same arguments: attempt 2, same key, error and result cleared', async () => {
         const failed = await recordIn('failed');
         expect(failed.error).toEqual({ code: 'TOOL_NOT_ATTEMPTED', message: 'token expired' });
         expect(failed.settledAt).not.toBeNull();
-        const [result] = await store.ledger.reserve([request({ runId: failed.runId })], RUNTIME);
+        const [result] = await store.ledger.reserve(
+          [request({ runId: failed.runId, reopenVersion: failed.version, attemptTimeoutMs: 1234 })],
+          RUNTIME,
+        );
         expect(result?.kind).toBe('reserved');
+        expect(result?.record.attemptTimeoutMs).toBe(1234);
         expect(result?.record).toMatchObject({
           idempotencyKey: failed.idempotencyKey,
           status: 'started',
@@ -291,7 +328,11 @@ export function describeStoreConformance(
       it('does not re-reserve a failed key whose arguments differ', async () => {
         const failed = await recordIn('failed');
         const before = await snapshot(failed.idempotencyKey);
-        const other = request({ runId: failed.runId, args: { accountId: 'acct_1', amountCents: 9999 } });
+        const other = request({
+          runId: failed.runId,
+          args: { accountId: 'acct_1', amountCents: 9999 },
+          reopenVersion: failed.version,
+        });
         const [result] = await store.ledger.reserve([other], RUNTIME);
         expect(result).toEqual({ kind: 'existing', record: before.record });
         expect(await snapshot(failed.idempotencyKey)).toEqual(before);
@@ -301,7 +342,7 @@ export function describeStoreConformance(
         const failed = await recordIn('failed');
         const before = await snapshot(failed.idempotencyKey);
         const [result] = await store.ledger.reserve(
-          [request({ runId: failed.runId, toolName: 'send_email' })],
+          [request({ runId: failed.runId, toolName: 'send_email', reopenVersion: failed.version })],
           RUNTIME,
         );
         expect(result).toEqual({ kind: 'existing', record: before.record });
@@ -317,7 +358,7 @@ export function describeStoreConformance(
         const batch = [
           fresh1,
           request({ runId: done.runId }),
-          request({ runId: failed.runId }),
+          request({ runId: failed.runId, reopenVersion: failed.version }),
           fresh2,
           request({ runId: unknown.runId }),
         ];
@@ -462,6 +503,70 @@ export function describeStoreConformance(
           to: 'failed',
           actor: OPERATOR,
         });
+      });
+
+      it('files an effect that landed on a call settled failed as a loud conflict, marking the record', async () => {
+        const started = await reserveOne(request());
+        const unknown = await apply(started, { via: 'outcome', to: 'indeterminate' });
+        const settled = await apply(unknown, { via: 'resolve', to: 'failed', actor: OPERATOR });
+        const late: TransitionRequest = {
+          ...transitionOf(unknown, { via: 'outcome', to: 'completed', result: { credit: 'cr_1' } }),
+          recordIgnored: true,
+          attempt: 1,
+          reason: 'late outcome',
+        };
+        const result = await store.ledger.transition(late);
+        expect(result.applied).toBe(false);
+        expect(result).toMatchObject({ conflict: true, record: { status: 'failed', version: settled.version } });
+        expect(result.record?.conflictAt).not.toBeNull();
+        const history = await store.ledger.history(TENANT, unknown.idempotencyKey);
+        expect(history.at(-1)).toMatchObject({
+          kind: 'conflict',
+          via: 'outcome',
+          from: 'failed',
+          to: 'completed',
+          attempt: 1,
+          detail: { result: { credit: 'cr_1' } },
+        });
+        const listed = await store.ledger.list(TENANT, { conflict: true, limit: 50 });
+        expect(listed.map((r) => r.idempotencyKey)).toContain(unknown.idempotencyKey);
+        expect(listed.every((r) => r.conflictAt !== null)).toBe(true);
+      });
+
+      it('labels a lost outcome with the attempt that produced it, and calls an earlier attempt that landed after a re-open a conflict', async () => {
+        const started = await reserveOne(request());
+        const unknown = await apply(started, { via: 'outcome', to: 'indeterminate' });
+        const failed = await apply(unknown, { via: 'reconcile', to: 'failed', actor: RECONCILER });
+        const [again] = await store.ledger.reserve(
+          [request({ runId: failed.runId, reopenVersion: failed.version })],
+          RUNTIME,
+        );
+        expect(again).toMatchObject({ kind: 'reserved', record: { attempt: 2 } });
+        const late = await store.ledger.transition({
+          ...transitionOf(unknown, { via: 'outcome', to: 'completed', result: null }),
+          recordIgnored: true,
+          attempt: 1,
+        });
+        expect(late).toMatchObject({ applied: false, conflict: true, record: { status: 'started', attempt: 2 } });
+        expect((await store.ledger.history(TENANT, unknown.idempotencyKey)).at(-1)).toMatchObject({
+          kind: 'conflict',
+          from: 'started',
+          attempt: 1,
+        });
+      });
+
+      it('files an outcome that agrees with the settled record as ignored, not a conflict', async () => {
+        const started = await reserveOne(request());
+        const unknown = await apply(started, { via: 'outcome', to: 'indeterminate' });
+        await apply(unknown, { via: 'resolve', to: 'completed', actor: OPERATOR });
+        const result = await store.ledger.transition({
+          ...transitionOf(unknown, { via: 'outcome', to: 'completed', result: null }),
+          recordIgnored: true,
+          attempt: 1,
+        });
+        expect(result).toMatchObject({ applied: false, record: { status: 'completed', conflictAt: null } });
+        expect('conflict' in result).toBe(false);
+        expect((await store.ledger.history(TENANT, unknown.idempotencyKey)).at(-1)?.kind).toBe('ignored');
       });
 
       it('answers a transition of a missing key with no record and writes nothing', async () => {

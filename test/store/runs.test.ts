@@ -255,6 +255,7 @@ describe.each(STORES)('run storage on %s', (name, open) => {
           args: 'just text',
           argsDigest: 'd',
           compensationOf: null,
+          attemptTimeoutMs: 30_000,
         },
       ],
       actor,

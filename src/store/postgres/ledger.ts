@@ -12,6 +12,7 @@ import {
   assertTransitionRequest,
   ignoredDetail,
   isUnknownSet,
+  lossKind,
   toEvent,
   toRecord,
   transitionColumns,
@@ -34,35 +35,52 @@ export type Queryable = Pick<pg.Pool, 'query'> | Pick<pg.PoolClient, 'query'>;
 const [REOPENABLE] = RESERVABLE_STATUSES;
 
 /**
- * All calls of one model response in one statement: insert each new key as `started`; take over a
- * `failed` record with the same arguments and tool (`attempt + 1`); leave every other record alone.
- * The rows it returns are the ones this caller now holds; the history event is written by the same
- * statement. Keys are inserted in sorted order so two overlapping batches cannot deadlock.
+ * All calls of one model response in one statement: insert each new key as `started` and leave every
+ * existing record alone (the caller reads it and asks the decision table). The rows it returns are
+ * the ones this caller now holds; the history event is written by the same statement. Keys are
+ * inserted in sorted order so two overlapping batches cannot deadlock.
  */
 const RESERVE = `
 WITH req AS (
   SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::jsonb[],
-                       $7::text[], $8::text[])
-    AS r(idempotency_key, run_id, tool_call_id, tool_name, effect, args, args_digest, compensation_of)
+                       $7::text[], $8::text[], $12::integer[])
+    AS r(idempotency_key, run_id, tool_call_id, tool_name, effect, args, args_digest, compensation_of,
+         attempt_timeout_ms)
 ), up AS (
   INSERT INTO tool_executions AS t (tenant_id, idempotency_key, run_id, tool_call_id, tool_name, effect,
-    args, args_digest, status, attempt, version, compensation_of)
+    args, args_digest, status, attempt, version, compensation_of, attempt_timeout_ms)
   SELECT $9, idempotency_key, run_id, tool_call_id, tool_name, effect, args, args_digest, 'started', 1, 1,
-    compensation_of
+    compensation_of, attempt_timeout_ms
   FROM req ORDER BY idempotency_key
-  ON CONFLICT (tenant_id, idempotency_key) DO UPDATE SET
-    status = 'started', attempt = t.attempt + 1, version = t.version + 1,
-    updated_at = oncely_now(), attempt_started_at = oncely_now(),
-    result = NULL, result_reference = NULL, error = NULL,
-    settled_at = NULL, settled_by_kind = NULL, settled_by_id = NULL
-  WHERE t.status = $10 AND t.args_digest = EXCLUDED.args_digest AND t.tool_name = EXCLUDED.tool_name
+  ON CONFLICT (tenant_id, idempotency_key) DO NOTHING
   RETURNING t.*
 ), ev AS (
   INSERT INTO tool_execution_events (tenant_id, idempotency_key, kind, actor_kind, actor_id, via,
     from_status, to_status, attempt, reason)
-  SELECT tenant_id, idempotency_key, 'transition', $11, $12, 'reserve',
-    CASE WHEN attempt = 1 THEN NULL ELSE $10 END, 'started', attempt,
-    CASE WHEN attempt = 1 THEN 'reserved' ELSE 're-reserved after failed' END
+  SELECT tenant_id, idempotency_key, 'transition', $10, $11, 'reserve', NULL, 'started', attempt, 'reserved'
+  FROM up
+)
+SELECT * FROM up`;
+
+/**
+ * Re-opens a `failed` record the decision table said may run again: compare-and-set on the version
+ * the caller saw, and only for the same tool and arguments. `attempt + 1`, the last outcome cleared.
+ */
+const REOPEN = `
+WITH up AS (
+  UPDATE tool_executions SET
+    status = 'started', attempt = attempt + 1, version = version + 1,
+    updated_at = oncely_now(), attempt_started_at = oncely_now(), attempt_timeout_ms = $5,
+    result = NULL, result_reference = NULL, error = NULL,
+    settled_at = NULL, settled_by_kind = NULL, settled_by_id = NULL
+  WHERE tenant_id = $1 AND idempotency_key = $2 AND status = $3 AND version = $4
+    AND args_digest = $6 AND tool_name = $7
+  RETURNING *
+), ev AS (
+  INSERT INTO tool_execution_events (tenant_id, idempotency_key, kind, actor_kind, actor_id, via,
+    from_status, to_status, attempt, reason)
+  SELECT tenant_id, idempotency_key, 'transition', $8, $9, 'reserve', $3, 'started', attempt,
+    're-reserved after failed'
   FROM up
 )
 SELECT * FROM up`;
@@ -93,6 +111,25 @@ INSERT INTO tool_execution_events (tenant_id, idempotency_key, kind, actor_kind,
 SELECT tenant_id, idempotency_key, $3, $4, $5, $6, status, $7, attempt, $8, $9::jsonb
 FROM tool_executions WHERE tenant_id = $1 AND idempotency_key = $2`;
 
+/**
+ * Files an outcome that lost its compare-and-set, against the record as the caller last read it
+ * (version $10): a `conflict` also marks the record. Nothing is written if the record moved since.
+ */
+const LOSS = `
+WITH cur AS (
+  SELECT * FROM tool_executions WHERE tenant_id = $1 AND idempotency_key = $2 AND version = $10
+), mark AS (
+  UPDATE tool_executions t SET conflict_at = COALESCE(t.conflict_at, oncely_now())
+  FROM cur WHERE $3 = 'conflict' AND t.tenant_id = cur.tenant_id AND t.idempotency_key = cur.idempotency_key
+  RETURNING t.idempotency_key
+)
+INSERT INTO tool_execution_events (tenant_id, idempotency_key, kind, actor_kind, actor_id, via,
+  from_status, to_status, attempt, reason, detail)
+SELECT tenant_id, idempotency_key, $3, $4, $5, $6, status, $7, $11, $8, $9::jsonb FROM cur`;
+
+/** A lost outcome is filed against a record that may keep moving; a few re-reads settle it. */
+const LOSS_TRIES = 5;
+
 const GET = `SELECT * FROM tool_executions WHERE tenant_id = $1 AND idempotency_key = $2`;
 const GET_MANY = `SELECT * FROM tool_executions WHERE tenant_id = $1 AND idempotency_key = ANY($2::text[])`;
 const HISTORY = `SELECT * FROM tool_execution_events WHERE tenant_id = $1 AND idempotency_key = $2 ORDER BY id`;
@@ -104,21 +141,40 @@ export class PostgresLedger implements LedgerStore {
   async reserve(requests: readonly ReserveRequest[], actor: Actor): Promise<ReserveResult[]> {
     const first = requests[0];
     if (first === undefined) return [];
-    const reserved = await this.db.query<ExecutionRow>(RESERVE, [
-      requests.map((r) => r.idempotencyKey),
-      requests.map((r) => r.runId),
-      requests.map((r) => r.toolCallId),
-      requests.map((r) => r.toolName),
-      requests.map((r) => r.effect),
-      requests.map((r) => JSON.stringify(r.args)),
-      requests.map((r) => r.argsDigest),
-      requests.map((r) => r.compensationOf),
-      first.tenantId,
-      REOPENABLE,
-      actor.kind,
-      actor.id,
-    ]);
-    const held = new Map(reserved.rows.map((row) => [row.idempotency_key, toRecord(row)]));
+    const fresh = requests.filter((r) => r.reopenVersion === undefined);
+    const held = new Map<string, ToolExecutionRecord>();
+    if (fresh.length > 0) {
+      const reserved = await this.db.query<ExecutionRow>(RESERVE, [
+        fresh.map((r) => r.idempotencyKey),
+        fresh.map((r) => r.runId),
+        fresh.map((r) => r.toolCallId),
+        fresh.map((r) => r.toolName),
+        fresh.map((r) => r.effect),
+        fresh.map((r) => JSON.stringify(r.args)),
+        fresh.map((r) => r.argsDigest),
+        fresh.map((r) => r.compensationOf),
+        first.tenantId,
+        actor.kind,
+        actor.id,
+        fresh.map((r) => r.attemptTimeoutMs),
+      ]);
+      for (const row of reserved.rows) held.set(row.idempotency_key, toRecord(row));
+    }
+    for (const r of requests) {
+      if (r.reopenVersion === undefined) continue;
+      const { rows } = await this.db.query<ExecutionRow>(REOPEN, [
+        r.tenantId,
+        r.idempotencyKey,
+        REOPENABLE,
+        r.reopenVersion,
+        r.attemptTimeoutMs,
+        r.argsDigest,
+        r.toolName,
+        actor.kind,
+        actor.id,
+      ]);
+      if (rows[0] !== undefined) held.set(r.idempotencyKey, toRecord(rows[0]));
+    }
     const others = requests.filter((r) => !held.has(r.idempotencyKey)).map((r) => r.idempotencyKey);
     const existing = new Map<string, ToolExecutionRecord>();
     if (others.length > 0) {
@@ -158,20 +214,36 @@ export class PostgresLedger implements LedgerStore {
     ]);
     const row = updated.rows[0];
     if (row !== undefined) return { applied: true, record: toRecord(row) };
-    if (request.recordIgnored) {
-      await this.db.query(EVENT_ON_CURRENT, [
+    const current = await this.get(request.tenantId, request.idempotencyKey);
+    if (!request.recordIgnored || current === undefined) return { applied: false, record: current };
+    return this.fileLoss(request, current);
+  }
+
+  /** Files a lost outcome as `ignored` or `conflict`, decided against the record as read. */
+  private async fileLoss(request: TransitionRequest, seen: ToolExecutionRecord): Promise<TransitionResult> {
+    let current: ToolExecutionRecord | undefined = seen;
+    for (let i = 0; i < LOSS_TRIES && current !== undefined; i++) {
+      const kind = lossKind(request, current);
+      const filed = await this.db.query(LOSS, [
         request.tenantId,
         request.idempotencyKey,
-        'ignored',
+        kind,
         request.actor.kind,
         request.actor.id,
         request.via,
         request.to,
         request.reason,
         encodeJson(ignoredDetail(request, true)),
+        current.version,
+        request.attempt ?? current.attempt,
       ]);
+      const after = await this.get(request.tenantId, request.idempotencyKey);
+      if (filed.rowCount === 1) {
+        return kind === 'conflict' ? { applied: false, record: after, conflict: true } : { applied: false, record: after };
+      }
+      current = after;
     }
-    return { applied: false, record: await this.get(request.tenantId, request.idempotencyKey) };
+    return { applied: false, record: current };
   }
 
   async note(request: NoteRequest): Promise<void> {
@@ -209,6 +281,7 @@ export class PostgresLedger implements LedgerStore {
     else if (filter.statuses !== undefined) add((n) => `status = ANY(${n}::text[])`, filter.statuses);
     if (filter.runId !== undefined) add((n) => `run_id = ${n}`, filter.runId);
     if (filter.toolName !== undefined) add((n) => `tool_name = ${n}`, filter.toolName);
+    if (filter.conflict === true) where.push('conflict_at IS NOT NULL');
     if (filter.after !== undefined) {
       params.push(filter.after.at, filter.after.key);
       where.push(

@@ -12,6 +12,7 @@ import type {
   NewApproval,
   RunFence,
   RunListFilter,
+  ReleaseRequest,
   RunStore,
   SaveCheckpointRequest,
   WaitingCursor,
@@ -31,13 +32,15 @@ import type { Queryable } from './ledger.js';
 const CLAIMABLE = `status IN ('queued', 'running') AND (lease_expires_at IS NULL OR lease_expires_at < oncely_now())`;
 
 const CLAIM_SET = `status = 'running', lease_owner = $1, lease_epoch = lease_epoch + 1,
-  lease_expires_at = oncely_now() + make_interval(secs => $2::double precision / 1000), updated_at = oncely_now()`;
+  lease_expires_at = oncely_now() + make_interval(secs => $2::double precision / 1000), updated_at = oncely_now(),
+  drive_attempts = drive_attempts + 1, event_seq = event_seq + 1`;
 
 /** The oldest claimable run, skipping rows another claimer has locked: one winner per run. */
 const CLAIMED_EVENT = `
 , ev AS (
-  INSERT INTO run_events (tenant_id, run_id, type, data)
-  SELECT tenant_id, run_id, 'run.claimed', jsonb_build_object('owner', lease_owner, 'epoch', lease_epoch) FROM u
+  INSERT INTO run_events (tenant_id, run_id, seq, type, data)
+  SELECT tenant_id, run_id, event_seq, 'run.claimed',
+    jsonb_build_object('owner', lease_owner, 'epoch', lease_epoch, 'driveAttempt', drive_attempts) FROM u
 )
 SELECT * FROM u`;
 
@@ -58,57 +61,102 @@ WITH u AS (
 
 const RENEW = `
 UPDATE runs SET lease_expires_at = oncely_now() + make_interval(secs => $5::double precision / 1000)
-WHERE tenant_id = $1 AND run_id = $2 AND lease_epoch = $3 AND lease_owner = $4 AND status = 'running'`;
+WHERE tenant_id = $1 AND run_id = $2 AND lease_epoch = $3 AND lease_owner = $4 AND status = 'running'
+  AND lease_expires_at > oncely_now()`;
 
 const SAVE = `
 WITH u AS (
   UPDATE runs SET checkpoint = $5::jsonb, checkpoint_version = checkpoint_version + 1, status = $6,
     result = COALESCE($7::jsonb, result), error = $8::jsonb, status_reason = $9, updated_at = oncely_now(),
     lease_owner = CASE WHEN $10 THEN NULL ELSE lease_owner END,
-    lease_expires_at = CASE WHEN $10 THEN NULL ELSE lease_expires_at END
+    lease_expires_at = CASE WHEN $10 THEN NULL ELSE lease_expires_at END,
+    drive_attempts = CASE WHEN $10 THEN 0 ELSE drive_attempts END,
+    model_outages = CASE WHEN $13 THEN 0 ELSE model_outages END,
+    event_seq = event_seq + cardinality($11::text[])
   WHERE tenant_id = $1 AND run_id = $2 AND lease_epoch = $3 AND checkpoint_version = $4 AND status = 'running'
-  RETURNING tenant_id, run_id, checkpoint_version
+  RETURNING tenant_id, run_id, checkpoint_version, event_seq
 ), ev AS (
-  INSERT INTO run_events (tenant_id, run_id, type, data)
-  SELECT u.tenant_id, u.run_id, e.type, e.data FROM u, unnest($11::text[], $12::jsonb[]) WITH ORDINALITY AS e(type, data, n)
+  INSERT INTO run_events (tenant_id, run_id, seq, type, data)
+  SELECT u.tenant_id, u.run_id, u.event_seq - cardinality($11::text[]) + e.n, e.type, e.data
+  FROM u, unnest($11::text[], $12::jsonb[]) WITH ORDINALITY AS e(type, data, n)
   ORDER BY e.n
 )
 SELECT checkpoint_version FROM u`;
 
 const CREATE = `
 WITH ins AS (
-  INSERT INTO runs (tenant_id, run_id, agent, status, input, checkpoint, checkpoint_version)
-  VALUES ($1, $2, $3, 'queued', $4::jsonb, $5::jsonb, 1)
+  INSERT INTO runs (tenant_id, run_id, agent, status, input, checkpoint, checkpoint_version, event_seq)
+  VALUES ($1, $2, $3, 'queued', $4::jsonb, $5::jsonb, 1, 1)
   ON CONFLICT (tenant_id, run_id) DO NOTHING
   RETURNING *
 ), ev AS (
-  INSERT INTO run_events (tenant_id, run_id, type, data)
-  SELECT tenant_id, run_id, 'run.created', jsonb_build_object('agent', agent, 'status', status) FROM ins
+  INSERT INTO run_events (tenant_id, run_id, seq, type, data)
+  SELECT tenant_id, run_id, 1, 'run.created', jsonb_build_object('agent', agent, 'status', status) FROM ins
 )
 SELECT * FROM ins`;
 
 const REQUEUE = `
 WITH u AS (
-  UPDATE runs SET status = 'queued', status_reason = $4, updated_at = oncely_now(), lease_owner = NULL, lease_expires_at = NULL
+  UPDATE runs SET status = 'queued', status_reason = $4, updated_at = oncely_now(), lease_owner = NULL, lease_expires_at = NULL,
+    event_seq = event_seq + 1
   WHERE tenant_id = $1 AND run_id = $2 AND status = ANY($3::text[])
-  RETURNING tenant_id, run_id
+  RETURNING tenant_id, run_id, event_seq
 ), ev AS (
-  INSERT INTO run_events (tenant_id, run_id, type, data)
-  SELECT tenant_id, run_id, 'run.status', jsonb_build_object('status', 'queued', 'reason', $4::text) FROM u
+  INSERT INTO run_events (tenant_id, run_id, seq, type, data)
+  SELECT tenant_id, run_id, event_seq, 'run.status', jsonb_build_object('status', 'queued', 'reason', $4::text) FROM u
 )
 SELECT 1 FROM u`;
 
 const CANCEL = `
 WITH u AS (
   UPDATE runs SET status = 'cancelled', status_reason = $3, updated_at = oncely_now(),
-    lease_owner = NULL, lease_expires_at = NULL, lease_epoch = lease_epoch + 1
+    lease_owner = NULL, lease_expires_at = NULL, lease_epoch = lease_epoch + 1, event_seq = event_seq + 1
   WHERE tenant_id = $1 AND run_id = $2 AND NOT (status = ANY($4::text[]))
   RETURNING *
 ), ev AS (
-  INSERT INTO run_events (tenant_id, run_id, type, data)
-  SELECT tenant_id, run_id, 'run.status', jsonb_build_object('status', 'cancelled', 'reason', $3::text, 'actor', $5::text) FROM u
+  INSERT INTO run_events (tenant_id, run_id, seq, type, data)
+  SELECT tenant_id, run_id, event_seq, 'run.status', jsonb_build_object('status', 'cancelled', 'reason', $3::text, 'actor', $5::text) FROM u
 )
 SELECT * FROM u`;
+
+/** A driver lets go of a running run at its epoch; claimable again after the delay. */
+const RELEASE = `
+WITH u AS (
+  UPDATE runs SET status = 'queued', status_reason = $4, updated_at = oncely_now(), lease_owner = NULL,
+    lease_expires_at = oncely_now() + make_interval(secs => $5::double precision / 1000),
+    last_error = COALESCE($6::jsonb, last_error),
+    model_outages = CASE WHEN $7 = 'model_outage' THEN model_outages + 1 ELSE model_outages END,
+    drive_attempts = CASE WHEN $7 = 'failed_drive' THEN drive_attempts ELSE 0 END,
+    event_seq = event_seq + 1
+  WHERE tenant_id = $1 AND run_id = $2 AND lease_epoch = $3 AND status = 'running'
+  RETURNING tenant_id, run_id, event_seq, lease_expires_at
+), ev AS (
+  INSERT INTO run_events (tenant_id, run_id, seq, type, data)
+  SELECT tenant_id, run_id, event_seq, 'run.status', jsonb_build_object('status', 'queued', 'reason', $4::text,
+    'retryAt', lease_expires_at, 'cause', $7::text) FROM u
+)
+SELECT 1 FROM u`;
+
+/** An operator re-drives a failed run from its last checkpoint. */
+const RETRY = `
+WITH u AS (
+  UPDATE runs SET status = 'queued', status_reason = $3, error = NULL, updated_at = oncely_now(),
+    lease_owner = NULL, lease_expires_at = NULL, drive_attempts = 0, model_outages = 0,
+    event_seq = event_seq + 1
+  WHERE tenant_id = $1 AND run_id = $2 AND status = 'failed'
+  RETURNING *
+), ev AS (
+  INSERT INTO run_events (tenant_id, run_id, seq, type, data)
+  SELECT tenant_id, run_id, event_seq, 'run.status',
+    jsonb_build_object('status', 'queued', 'reason', $3::text, 'actor', $4::text, 'retry', true) FROM u
+)
+SELECT * FROM u`;
+
+const APPEND_EVENT = `
+WITH r AS (
+  UPDATE runs SET event_seq = event_seq + 1 WHERE tenant_id = $1 AND run_id = $2 RETURNING event_seq
+)
+INSERT INTO run_events (tenant_id, run_id, seq, type, data) SELECT $1, $2, event_seq, $3, $4::jsonb FROM r`;
 
 export class PostgresRuns implements RunStore {
   constructor(private readonly db: Queryable) {}
@@ -208,8 +256,28 @@ export class PostgresRuns implements RunStore {
       releasesLease(request.status),
       events.map((e) => e.type),
       events.map((e) => JSON.stringify(e.data)),
+      request.modelAnswered === true,
     ]);
     return rows[0] === undefined ? undefined : Number(rows[0].checkpoint_version);
+  }
+
+  async release(request: ReleaseRequest): Promise<boolean> {
+    const { fence } = request;
+    const result = await this.db.query(RELEASE, [
+      fence.tenantId,
+      fence.runId,
+      fence.leaseEpoch,
+      request.reason,
+      Math.max(0, Math.round(request.delayMs)),
+      encodeJson(request.lastError ?? null),
+      request.cause,
+    ]);
+    return result.rowCount === 1;
+  }
+
+  async retry(tenantId: string, runId: string, reason: string, actorId: string): Promise<RunRecord | undefined> {
+    const { rows } = await this.db.query<RunRow>(RETRY, [tenantId, runId, reason, actorId]);
+    return rows[0] === undefined ? undefined : toRun(rows[0]);
   }
 
   async requeue(
@@ -249,16 +317,13 @@ export class PostgresRuns implements RunStore {
   }
 
   async appendEvent(tenantId: string, runId: string, type: string, data: JsonValue): Promise<void> {
-    await this.db.query(
-      'INSERT INTO run_events (tenant_id, run_id, type, data) VALUES ($1, $2, $3, $4::jsonb)',
-      [tenantId, runId, type, JSON.stringify(data)],
-    );
+    await this.db.query(APPEND_EVENT, [tenantId, runId, type, JSON.stringify(data)]);
   }
 
-  async events(tenantId: string, runId: string, afterId: number, limit: number): Promise<RunEvent[]> {
+  async events(tenantId: string, runId: string, afterSeq: number, limit: number): Promise<RunEvent[]> {
     const { rows } = await this.db.query<RunEventRow>(
-      'SELECT * FROM run_events WHERE tenant_id = $1 AND run_id = $2 AND id > $3 ORDER BY id LIMIT $4',
-      [tenantId, runId, afterId, limit],
+      'SELECT * FROM run_events WHERE tenant_id = $1 AND run_id = $2 AND seq > $3 ORDER BY seq LIMIT $4',
+      [tenantId, runId, afterSeq, limit],
     );
     return rows.map(toRunEvent);
   }

@@ -12,6 +12,7 @@ import {
   assertTransitionRequest,
   ignoredDetail,
   isUnknownSet,
+  lossKind,
   toEvent,
   toRecord,
   transitionColumns,
@@ -31,19 +32,30 @@ import { settle } from './settle.js';
 
 const [REOPENABLE] = RESERVABLE_STATUSES;
 
-/** New record, or re-reservation of a `failed` one with the same arguments: `attempt + 1`. */
+/** A new record; an existing one is left alone (the caller reads it and asks the decision table). */
 const RESERVE = `
 INSERT INTO tool_executions (tenant_id, idempotency_key, run_id, tool_call_id, tool_name, effect, args,
-  args_digest, status, attempt, version, compensation_of, created_at, updated_at, attempt_started_at)
+  args_digest, status, attempt, version, compensation_of, attempt_timeout_ms, created_at, updated_at,
+  attempt_started_at)
 VALUES (@tenantId, @idempotencyKey, @runId, @toolCallId, @toolName, @effect, @args,
-  @argsDigest, 'started', 1, 1, @compensationOf, @now, @now, @now)
-ON CONFLICT (tenant_id, idempotency_key) DO UPDATE SET
+  @argsDigest, 'started', 1, 1, @compensationOf, @attemptTimeoutMs, @now, @now, @now)
+ON CONFLICT (tenant_id, idempotency_key) DO NOTHING
+RETURNING *`;
+
+/** Re-opens a `failed` record at the version the caller saw, same tool and arguments: `attempt + 1`. */
+const REOPEN = `
+UPDATE tool_executions SET
   status = 'started', attempt = attempt + 1, version = version + 1,
-  updated_at = excluded.updated_at, attempt_started_at = excluded.attempt_started_at,
+  updated_at = @now, attempt_started_at = @now, attempt_timeout_ms = @attemptTimeoutMs,
   result = NULL, result_reference = NULL, error = NULL,
   settled_at = NULL, settled_by_kind = NULL, settled_by_id = NULL
-WHERE status = @reopenable AND args_digest = excluded.args_digest AND tool_name = excluded.tool_name
+WHERE tenant_id = @tenantId AND idempotency_key = @idempotencyKey AND status = @reopenable
+  AND version = @reopenVersion AND args_digest = @argsDigest AND tool_name = @toolName
 RETURNING *`;
+
+const MARK_CONFLICT = `
+UPDATE tool_executions SET conflict_at = COALESCE(conflict_at, @now)
+WHERE tenant_id = @tenantId AND idempotency_key = @idempotencyKey`;
 
 const TRANSITION = `
 UPDATE tool_executions SET
@@ -83,6 +95,8 @@ interface EventValues {
 function prepareStatements(db: Database.Database) {
   return {
     reserve: db.prepare<[Record<string, unknown>], ExecutionRow>(RESERVE),
+    reopen: db.prepare<[Record<string, unknown>], ExecutionRow>(REOPEN),
+    markConflict: db.prepare<[Record<string, unknown>]>(MARK_CONFLICT),
     transition: db.prepare<[Record<string, unknown>], ExecutionRow>(TRANSITION),
     event: db.prepare<[Record<string, unknown>]>(INSERT_EVENT),
     get: db.prepare<[string, string], ExecutionRow>(GET),
@@ -108,12 +122,27 @@ export class SqliteLedger implements LedgerStore {
 
   private reserveOne(request: ReserveRequest, actor: Actor): ReserveResult {
     const now = new Date().toISOString();
-    const row = this.statements.reserve.get({
-      ...request,
+    const values = {
+      tenantId: request.tenantId,
+      idempotencyKey: request.idempotencyKey,
+      runId: request.runId,
+      toolCallId: request.toolCallId,
+      toolName: request.toolName,
+      effect: request.effect,
       args: JSON.stringify(request.args),
+      argsDigest: request.argsDigest,
+      compensationOf: request.compensationOf,
+      attemptTimeoutMs: request.attemptTimeoutMs,
       now,
-      reopenable: REOPENABLE,
-    });
+    };
+    const row =
+      request.reopenVersion === undefined
+        ? this.statements.reserve.get(values)
+        : this.statements.reopen.get({
+            ...values,
+            reopenable: REOPENABLE,
+            reopenVersion: request.reopenVersion,
+          });
     if (row === undefined) {
       const existing = this.statements.get.get(request.tenantId, request.idempotencyKey);
       if (existing === undefined)
@@ -164,21 +193,28 @@ export class SqliteLedger implements LedgerStore {
     });
     const current = row ?? this.statements.get.get(request.tenantId, request.idempotencyKey);
     if (current === undefined) return { applied: false, record: undefined };
-    const record = toRecord(current);
+    let record = toRecord(current);
     if (row === undefined && !request.recordIgnored) return { applied: false, record };
+    const kind = row === undefined ? lossKind(request, record) : 'transition';
     this.insertEvent(now, {
       tenantId: request.tenantId,
       idempotencyKey: request.idempotencyKey,
-      kind: row === undefined ? 'ignored' : 'transition',
+      kind,
       actor: request.actor,
       via: request.via,
       from: row === undefined ? record.status : request.expect.status,
       to: request.to,
-      attempt: record.attempt,
+      attempt: row === undefined ? (request.attempt ?? record.attempt) : record.attempt,
       reason: request.reason,
       detail: ignoredDetail(request, row === undefined),
     });
-    return row === undefined ? { applied: false, record } : { applied: true, record };
+    if (row !== undefined) return { applied: true, record };
+    if (kind === 'conflict') {
+      this.statements.markConflict.run({ tenantId: request.tenantId, idempotencyKey: request.idempotencyKey, now });
+      const marked = this.statements.get.get(request.tenantId, request.idempotencyKey);
+      if (marked !== undefined) record = toRecord(marked);
+    }
+    return kind === 'conflict' ? { applied: false, record, conflict: true } : { applied: false, record };
   }
 
   /** Reads, then writes: takes the write lock first, so a concurrent writer cannot make it fail as busy. */
@@ -234,6 +270,7 @@ export class SqliteLedger implements LedgerStore {
       where.push('tool_name = @toolName');
       params.toolName = filter.toolName;
     }
+    if (filter.conflict === true) where.push('conflict_at IS NOT NULL');
     if (filter.after !== undefined) {
       where.push('(attempt_started_at, idempotency_key) > (@afterAt, @afterKey)');
       params.afterAt = filter.after.at;

@@ -13,6 +13,7 @@ import type {
   NewApproval,
   RunFence,
   RunListFilter,
+  ReleaseRequest,
   RunStore,
   SaveCheckpointRequest,
   WaitingCursor,
@@ -34,16 +35,23 @@ const later = (ms: number): string => new Date(Date.now() + ms).toISOString();
 
 const CLAIMABLE = `status IN ('queued', 'running') AND (lease_expires_at IS NULL OR lease_expires_at < @now)`;
 const CLAIM_SET = `status = 'running', lease_owner = @owner, lease_epoch = lease_epoch + 1,
-  lease_expires_at = @expires, updated_at = @now`;
+  lease_expires_at = @expires, updated_at = @now, drive_attempts = drive_attempts + 1`;
 
 /** Runs, events and approvals on one better-sqlite3 connection; each method is one transaction. */
 export class SqliteRuns implements RunStore {
   constructor(private readonly db: Database.Database) {}
 
+  /** Appends an event numbered by the run's own sequence; callers run it inside their transaction. */
   private event(tenantId: string, runId: string, type: string, data: unknown, at = now()): void {
+    const next = this.db
+      .prepare<[string, string], { event_seq: number }>(
+        'UPDATE runs SET event_seq = event_seq + 1 WHERE tenant_id = ? AND run_id = ? RETURNING event_seq',
+      )
+      .get(tenantId, runId);
+    if (next === undefined) throw new Error(`no run ${runId} to append an event to`);
     this.db
-      .prepare('INSERT INTO run_events (tenant_id, run_id, at, type, data) VALUES (?, ?, ?, ?, ?)')
-      .run(tenantId, runId, at, type, JSON.stringify(data));
+      .prepare('INSERT INTO run_events (tenant_id, run_id, seq, at, type, data) VALUES (?, ?, ?, ?, ?, ?)')
+      .run(tenantId, runId, next.event_seq, at, type, JSON.stringify(data));
   }
 
   private row(tenantId: string, runId: string): RunRow | undefined {
@@ -160,7 +168,13 @@ export class SqliteRuns implements RunStore {
 
   private claimed(row: RunRow, at: string): RunRecord {
     const run = toRun(row);
-    this.event(run.tenantId, run.runId, 'run.claimed', { owner: run.leaseOwner, epoch: run.leaseEpoch }, at);
+    this.event(
+      run.tenantId,
+      run.runId,
+      'run.claimed',
+      { owner: run.leaseOwner, epoch: run.leaseEpoch, driveAttempt: run.driveAttempts },
+      at,
+    );
     return run;
   }
 
@@ -170,9 +184,9 @@ export class SqliteRuns implements RunStore {
         this.db
           .prepare(
             `UPDATE runs SET lease_expires_at = ? WHERE tenant_id = ? AND run_id = ? AND lease_epoch = ?
-             AND lease_owner = ? AND status = 'running'`,
+             AND lease_owner = ? AND status = 'running' AND lease_expires_at > ?`,
           )
-          .run(later(leaseMs), fence.tenantId, fence.runId, fence.leaseEpoch, owner).changes === 1,
+          .run(later(leaseMs), fence.tenantId, fence.runId, fence.leaseEpoch, owner, now()).changes === 1,
     );
   }
 
@@ -186,7 +200,9 @@ export class SqliteRuns implements RunStore {
             `UPDATE runs SET checkpoint = @checkpoint, checkpoint_version = checkpoint_version + 1, status = @status,
                result = COALESCE(@result, result), error = @error, status_reason = @reason, updated_at = @at,
                lease_owner = CASE WHEN @release THEN NULL ELSE lease_owner END,
-               lease_expires_at = CASE WHEN @release THEN NULL ELSE lease_expires_at END
+               lease_expires_at = CASE WHEN @release THEN NULL ELSE lease_expires_at END,
+               drive_attempts = CASE WHEN @release THEN 0 ELSE drive_attempts END,
+               model_outages = CASE WHEN @modelAnswered THEN 0 ELSE model_outages END
              WHERE tenant_id = @tenantId AND run_id = @runId AND lease_epoch = @epoch
                AND checkpoint_version = @version AND status = 'running'
              RETURNING checkpoint_version`,
@@ -202,6 +218,7 @@ export class SqliteRuns implements RunStore {
             error: encodeJson(request.error ?? null),
             reason: request.reason ?? null,
             release: releasesLease(request.status) ? 1 : 0,
+            modelAnswered: request.modelAnswered === true ? 1 : 0,
             at,
           });
         if (row === undefined) return undefined;
@@ -264,17 +281,76 @@ export class SqliteRuns implements RunStore {
     );
   }
 
-  appendEvent(tenantId: string, runId: string, type: string, data: JsonValue): Promise<void> {
-    return settle(() => this.event(tenantId, runId, type, data));
+  release(request: ReleaseRequest): Promise<boolean> {
+    return settle(() =>
+      this.db
+        .transaction(() => {
+          const at = now();
+          const { fence } = request;
+          const retryAt = later(Math.max(0, Math.round(request.delayMs)));
+          const changes = this.db
+            .prepare(
+              `UPDATE runs SET status = 'queued', status_reason = @reason, updated_at = @at, lease_owner = NULL,
+                 lease_expires_at = @retryAt, last_error = COALESCE(@lastError, last_error),
+                 model_outages = CASE WHEN @cause = 'model_outage' THEN model_outages + 1 ELSE model_outages END,
+                 drive_attempts = CASE WHEN @cause = 'failed_drive' THEN drive_attempts ELSE 0 END
+               WHERE tenant_id = @tenantId AND run_id = @runId AND lease_epoch = @epoch AND status = 'running'`,
+            )
+            .run({
+              tenantId: fence.tenantId,
+              runId: fence.runId,
+              epoch: fence.leaseEpoch,
+              reason: request.reason,
+              at,
+              retryAt,
+              lastError: encodeJson(request.lastError ?? null),
+              cause: request.cause,
+            }).changes;
+          if (changes !== 1) return false;
+          this.event(
+            fence.tenantId,
+            fence.runId,
+            'run.status',
+            { status: 'queued', reason: request.reason, retryAt, cause: request.cause },
+            at,
+          );
+          return true;
+        })
+        .immediate(),
+    );
   }
 
-  events(tenantId: string, runId: string, afterId: number, limit: number): Promise<RunEvent[]> {
+  retry(tenantId: string, runId: string, reason: string, actorId: string): Promise<RunRecord | undefined> {
+    return settle(() =>
+      this.db
+        .transaction(() => {
+          const at = now();
+          const row = this.db
+            .prepare<[string, string, string, string], RunRow>(
+              `UPDATE runs SET status = 'queued', status_reason = ?, error = NULL, updated_at = ?,
+                 lease_owner = NULL, lease_expires_at = NULL, drive_attempts = 0, model_outages = 0
+               WHERE tenant_id = ? AND run_id = ? AND status = 'failed' RETURNING *`,
+            )
+            .get(reason, at, tenantId, runId);
+          if (row === undefined) return undefined;
+          this.event(tenantId, runId, 'run.status', { status: 'queued', reason, actor: actorId, retry: true }, at);
+          return toRun(this.row(tenantId, runId) ?? row);
+        })
+        .immediate(),
+    );
+  }
+
+  appendEvent(tenantId: string, runId: string, type: string, data: JsonValue): Promise<void> {
+    return settle(() => this.db.transaction(() => this.event(tenantId, runId, type, data)).immediate());
+  }
+
+  events(tenantId: string, runId: string, afterSeq: number, limit: number): Promise<RunEvent[]> {
     return settle(() =>
       this.db
         .prepare<[string, string, number, number], RunEventRow>(
-          'SELECT * FROM run_events WHERE tenant_id = ? AND run_id = ? AND id > ? ORDER BY id LIMIT ?',
+          'SELECT * FROM run_events WHERE tenant_id = ? AND run_id = ? AND seq > ? ORDER BY seq LIMIT ?',
         )
-        .all(tenantId, runId, afterId, limit)
+        .all(tenantId, runId, afterSeq, limit)
         .map(toRunEvent),
     );
   }

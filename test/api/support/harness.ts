@@ -206,6 +206,7 @@ export class ApiHarness {
           args,
           argsDigest: argsDigest(args),
           compensationOf: null,
+          attemptTimeoutMs: 30_000,
         },
       ],
       { kind: 'runtime', id: 'seed' },
