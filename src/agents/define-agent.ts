@@ -16,6 +16,13 @@ export interface AgentDefinition {
   readonly toolPolicy?: { readonly onIndeterminate?: OnIndeterminate };
   /** Model calls per run before it fails with `RUN_MAX_STEPS`; default 20. */
   readonly maxSteps?: number;
+  /** How long one model call may take, its retries included, before it counts as an outage; default 120000. */
+  readonly modelTimeoutMs?: number;
+  /**
+   * Model outages in a row (a timeout, or transient errors after the SDK's retries) the run waits
+   * out, requeued with backoff, before it fails; default 8.
+   */
+  readonly modelOutageRetries?: number;
 }
 
 export interface Agent {
@@ -25,9 +32,13 @@ export interface Agent {
   readonly tools: readonly Tool[];
   readonly toolPolicy: { readonly onIndeterminate: OnIndeterminate };
   readonly maxSteps: number;
+  readonly modelTimeoutMs: number;
+  readonly modelOutageRetries: number;
 }
 
 export const DEFAULT_MAX_STEPS = 20;
+export const DEFAULT_MODEL_TIMEOUT_MS = 120_000;
+export const DEFAULT_MODEL_OUTAGE_RETRIES = 8;
 
 const agentSchema = z.object({
   name: z.string().regex(/^[A-Za-z0-9_.-]{1,64}$/, 'use 1-64 characters of A-Z a-z 0-9 _ . -'),
@@ -40,6 +51,8 @@ const agentSchema = z.object({
   tools: z.array(z.custom<Tool>(isTool, 'must be a tool made by defineTool')),
   toolPolicy: z.object({ onIndeterminate: z.enum(ON_INDETERMINATE).optional() }).optional(),
   maxSteps: z.number().int().min(1).max(1000).optional(),
+  modelTimeoutMs: z.number().int().min(1).max(3_600_000).optional(),
+  modelOutageRetries: z.number().int().min(0).max(1000).optional(),
 });
 
 /**
@@ -70,5 +83,7 @@ export function defineAgent(definition: AgentDefinition): Agent {
     tools: Object.freeze([...definition.tools]),
     toolPolicy: Object.freeze({ onIndeterminate: definition.toolPolicy?.onIndeterminate ?? 'fail' }),
     maxSteps: definition.maxSteps ?? DEFAULT_MAX_STEPS,
+    modelTimeoutMs: definition.modelTimeoutMs ?? DEFAULT_MODEL_TIMEOUT_MS,
+    modelOutageRetries: definition.modelOutageRetries ?? DEFAULT_MODEL_OUTAGE_RETRIES,
   });
 }

@@ -79,7 +79,10 @@ export function errorResponse(error: unknown): { status: number; body: ErrorEnve
   const body: ErrorEnvelope = { error: { code: oncely.code, message: oncely.message } };
   // The runtime puts the record a conflict is about in `details` (see resolve and decideApproval).
   const details = oncely.details ?? {};
-  if ((oncely.code === 'LEDGER_ALREADY_SETTLED' || oncely.code === 'CALL_IN_FLIGHT') && isRecord(details.record)) {
+  if (
+    (oncely.code === 'LEDGER_ALREADY_SETTLED' || oncely.code === 'CALL_IN_FLIGHT') &&
+    isRecord(details.record)
+  ) {
     body.record = toToolExecution(details.record as unknown as ToolExecutionRecord);
   }
   if (oncely.code === 'APPROVAL_ALREADY_DECIDED' && isRecord(details.approval)) {

@@ -1,4 +1,4 @@
-import { Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { LedgerStore, Store, StoreTx } from '../store/index.js';
 
 /**
@@ -13,6 +13,9 @@ export class ApiMetrics {
   private readonly runs: Gauge<'status'>;
   private readonly unknown: Gauge<'tenant'>;
   private readonly oldestUnknown: Gauge<'tenant'>;
+  private readonly conflicts: Counter<'tenant'>;
+  /** The conflicts counted so far per tenant: the counter goes up by what the database adds. */
+  private readonly conflictsSeen = new Map<string, number>();
 
   constructor(options: { defaultMetrics?: boolean } = {}) {
     const registers = [this.registry];
@@ -42,6 +45,12 @@ export class ApiMetrics {
       labelNames: ['tenant'],
       registers,
     });
+    this.conflicts = new Counter({
+      name: 'oncely_ledger_conflicts_total',
+      help: 'Tool calls a real outcome contradicted after they were settled (an effect on a call settled failed, or on a re-opened key): check them',
+      labelNames: ['tenant'],
+      registers,
+    });
     if (options.defaultMetrics ?? true) collectDefaultMetrics({ register: this.registry, prefix: 'oncely_' });
   }
 
@@ -58,6 +67,11 @@ export class ApiMetrics {
         { tenant: u.tenantId },
         Math.max(0, (now - Date.parse(u.oldestStartedAt)) / 1000),
       );
+    }
+    for (const c of stats.conflicts) {
+      const seen = this.conflictsSeen.get(c.tenantId) ?? 0;
+      if (c.count > seen) this.conflicts.inc({ tenant: c.tenantId }, c.count - seen);
+      this.conflictsSeen.set(c.tenantId, Math.max(seen, c.count));
     }
     return this.registry.metrics();
   }

@@ -30,6 +30,8 @@ export function toToolExecution(r: ToolExecutionRecord): z.output<typeof toolExe
     attempt_started_at: r.attemptStartedAt,
     settled_at: r.settledAt,
     settled_by: r.settledBy,
+    attempt_timeout_ms: r.attemptTimeoutMs,
+    conflict_at: r.conflictAt,
   };
 }
 
@@ -66,13 +68,16 @@ export function toRun(r: RunRecord): z.output<typeof runSchema> {
     })),
     lease: { owner: r.leaseOwner, epoch: r.leaseEpoch, expires_at: r.leaseExpiresAt },
     checkpoint_version: r.checkpointVersion,
+    drive_attempts: r.driveAttempts,
+    model_outages: r.modelOutages,
+    last_error: r.lastError,
     created_at: r.createdAt,
     updated_at: r.updatedAt,
   };
 }
 
 export function toRunEvent(e: RunEvent): z.output<typeof runEventSchema> {
-  return { id: e.id, at: e.at, type: e.type, data: e.data };
+  return { id: e.seq, at: e.at, type: e.type, data: e.data };
 }
 
 export function toApproval(a: ApprovalRecord): z.output<typeof approvalSchema> {

@@ -104,6 +104,7 @@ export async function compensateToolCall(
       ledger,
       record: compensation,
       resultReference: () => null,
+      keyed: tool.downstreamAcceptsKey,
       onCompleted: (tx, done) => markCompensated(tx, done, actor, input.reason),
     },
     outcome,
@@ -133,7 +134,10 @@ async function reserveCompensation(
     attemptsExhausted: ledger.attemptsExhausted(existing),
   });
   if (action !== 'reopen') return reservation;
-  const [reopened] = await ledger.store.ledger.reserve([{ ...request, reopenVersion: existing.version }], actor);
+  const [reopened] = await ledger.store.ledger.reserve(
+    [{ ...request, reopenVersion: existing.version }],
+    actor,
+  );
   return reopened ?? reservation;
 }
 

@@ -153,7 +153,15 @@ export async function proceedCall(
       if (hook === undefined || round > MAX_ROUNDS) return settled(outcomeOfRecord(record));
       const found = await reconcileRecord(ledger, call.tool, hook, record, { signal: options.signal });
       if (found.version === record.version) {
-        return settled(mayLand ? waitingOutcome(ledger, found, 'the hook could not settle it, and its last attempt may still land') : outcomeOfRecord(found));
+        return settled(
+          mayLand
+            ? waitingOutcome(
+                ledger,
+                found,
+                'the hook could not settle it, and its last attempt may still land',
+              )
+            : outcomeOfRecord(found),
+        );
       }
       return proceedCall(ledger, call, { kind: 'existing', record: found }, options, round + 1, true);
     }
@@ -220,7 +228,12 @@ export function recordPlanOf(
   progress: Extract<CallProgress, { kind: 'executed' }>,
 ): RecordPlan {
   const { tool } = progress.call;
-  return { ledger, record: progress.record, resultReference: (v) => tool.resultReference?.(v) };
+  return {
+    ledger,
+    record: progress.record,
+    resultReference: (v) => tool.resultReference?.(v),
+    keyed: tool.downstreamAcceptsKey,
+  };
 }
 
 /** Records an executed call's outcome on its own and says what it came to. */

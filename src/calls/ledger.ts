@@ -29,7 +29,8 @@ export interface LedgerOptions {
 }
 
 const stderrLog: LedgerLog = {
-  error: (fields, message) => process.stderr.write(`${JSON.stringify({ level: 'error', ...fields, msg: message })}\n`),
+  error: (fields, message) =>
+    process.stderr.write(`${JSON.stringify({ level: 'error', ...fields, msg: message })}\n`),
 };
 
 /**

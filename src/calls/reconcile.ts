@@ -17,7 +17,11 @@ export function reconcileHookOf(tool: Tool): ReconcileHook | undefined {
 
 /** A hook's answer, validated: what it says, in values the ledger can store. */
 type Answer =
-  | { readonly status: 'completed'; readonly value: JsonValue | null; readonly resultReference: string | null }
+  | {
+      readonly status: 'completed';
+      readonly value: JsonValue | null;
+      readonly resultReference: string | null;
+    }
   | { readonly status: 'failed'; readonly reason: string | null }
   | { readonly status: 'unknown'; readonly reason: string };
 
@@ -46,7 +50,10 @@ export async function reconcileRecord(
   const actor = { kind: 'reconcile' as const, id: `${RECONCILE_ACTOR}:${tool.name}` };
   const where = { tenantId: record.tenantId, idempotencyKey: record.idempotencyKey };
   const mayLand = ledger.mayLand(record, { otherLeaseLive: options.otherLeaseLive ?? false });
-  const decided = decideHookAnswer(answer.status, { mayLand, attemptsExhausted: ledger.attemptsExhausted(record) });
+  const decided = decideHookAnswer(answer.status, {
+    mayLand,
+    attemptsExhausted: ledger.attemptsExhausted(record),
+  });
   if (decided.action === 'note') {
     const reason =
       answer.status === 'unknown'
@@ -66,6 +73,7 @@ export async function reconcileRecord(
     expect: { status: record.status, version: record.version },
     actor,
     attempt: record.attempt,
+    keyed: tool.downstreamAcceptsKey,
     recordIgnored: true,
   };
   const written =
@@ -141,7 +149,12 @@ async function askHook(
 /** A hook's answer as the ledger can store it; anything else is the hook's error, recorded as unknown. */
 function validAnswer(outcome: unknown): Answer {
   try {
-    const o = outcome as { status?: unknown; value?: unknown; resultReference?: unknown; reason?: unknown } | null;
+    const o = outcome as {
+      status?: unknown;
+      value?: unknown;
+      resultReference?: unknown;
+      reason?: unknown;
+    } | null;
     const status = o?.status;
     const reason = typeof o?.reason === 'string' && o.reason.trim() !== '' ? o.reason : null;
     if (status === 'failed') return { status, reason };

@@ -8,6 +8,8 @@ export interface RecordPlan {
   readonly ledger: Ledger;
   readonly record: ToolExecutionRecord;
   readonly resultReference: (value: unknown) => string | null | undefined;
+  /** The tool's downstream honours the idempotency key (see `TransitionRequest.keyed`). */
+  readonly keyed: boolean;
   /** Runs inside the transaction that records `completed` (a compensation flips its parent there). */
   readonly onCompleted?: (tx: LedgerStore, record: ToolExecutionRecord) => Promise<void>;
 }
@@ -34,6 +36,7 @@ export function outcomeTransition(
   from: ToolExecutionRecord,
   outcome: AttemptOutcome | Exclude<LateOutcome, { kind: 'unknown' }>,
   resultReference: RecordPlan['resultReference'],
+  keyed: boolean,
   reason?: string,
 ): TransitionRequest {
   const base = {
@@ -44,6 +47,7 @@ export function outcomeTransition(
     actor,
     // The history names the attempt that produced the outcome, not whichever attempt stands now.
     attempt: from.attempt,
+    keyed,
     recordIgnored: true,
   };
   if (outcome.kind === 'failed' || outcome.kind === 'indeterminate') {
@@ -103,7 +107,14 @@ async function write(
   outcome: AttemptOutcome | Exclude<LateOutcome, { kind: 'unknown' }>,
   reason?: string,
 ): Promise<TransitionResult> {
-  const request = outcomeTransition(plan.ledger.actor, from, outcome, plan.resultReference, reason);
+  const request = outcomeTransition(
+    plan.ledger.actor,
+    from,
+    outcome,
+    plan.resultReference,
+    plan.keyed,
+    reason,
+  );
   const onCompleted = plan.onCompleted;
   if (onCompleted === undefined || request.to !== 'completed') {
     return plan.ledger.store.ledger.transition(request);

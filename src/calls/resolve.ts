@@ -94,9 +94,7 @@ async function stillRunning(ledger: Ledger, record: ToolExecutionRecord): Promis
   if (record.compensationOf === null) {
     const run = await ledger.store.runs.get(record.tenantId, record.runId);
     const live =
-      run?.status === 'running' &&
-      run.leaseExpiresAt !== null &&
-      Date.parse(run.leaseExpiresAt) > Date.now();
+      run?.status === 'running' && run.leaseExpiresAt !== null && Date.parse(run.leaseExpiresAt) > Date.now();
     if (live) return `run ${record.runId} is held by a live driver (${run.leaseOwner ?? 'unknown'})`;
   }
   if (ledger.mayLand(record)) {

@@ -24,7 +24,10 @@ function listCommand(): Command {
   return withApiFlags(new Command('list'))
     .description("the tenant's unknown calls, longest waiting first (or --status)")
     .addOption(
-      new Option('--status <status>', 'unknown (default), all, or one status').choices(EXECUTION_FILTERS),
+      new Option(
+        '--status <status>',
+        'unknown (default), all, conflict (contradicted after settling), or one status',
+      ).choices(EXECUTION_FILTERS),
     )
     .option('--run <run_id>', 'only this run')
     .option('--tool <name>', 'only this tool')
@@ -81,16 +84,27 @@ function resolveCommand(): Command {
     .requiredOption('--reason <text>', 'what you checked and what you found (recorded in the history)')
     .option('--result <json>', 'with completed: the result the tool would have returned, as JSON')
     .option('--result-reference <ref>', 'with completed: the downstream reference (a receipt id)')
+    .option(
+      '--force',
+      'settle a started call even though its attempt may still be running (recorded as forced)',
+    )
     .action(
       async (
         key: string,
-        flags: ApiFlags & { status: string; reason: string; result?: string; resultReference?: string },
+        flags: ApiFlags & {
+          status: string;
+          reason: string;
+          result?: string;
+          resultReference?: string;
+          force?: boolean;
+        },
       ) => {
         const record = await ApiClient.fromFlags(flags).post<ToolExecution>(`${path(key)}/resolve`, {
           status: flags.status,
           reason: flags.reason,
           ...(flags.result === undefined ? {} : { result: parseJsonFlag('--result', flags.result) }),
           ...(flags.resultReference === undefined ? {} : { result_reference: flags.resultReference }),
+          ...(flags.force === true ? { force: true } : {}),
         });
         output(flags.json, record, () => `${record.idempotency_key} is now ${record.status}\n`);
       },
@@ -116,8 +130,9 @@ function compensateCommand(): Command {
         const settle = `\`oncely executions resolve ${c.idempotency_key} --status completed|failed --reason ...\``;
         if (outcome.status === 'in_progress') {
           return (
-            `the compensation ${c.idempotency_key} is in flight (started ${c.attempt_started_at}); look again ` +
-            `with \`oncely executions show ${c.idempotency_key}\`; if it stays started, its process died: ${settle}\n`
+            `the compensation ${c.idempotency_key} is in flight, or may still land (started ${c.attempt_started_at}); ` +
+            `it is never run twice. Look again with \`oncely executions show ${c.idempotency_key}\`; once its ` +
+            `timeout has passed and it is still unsettled, its process died: ${settle}\n`
           );
         }
         return `the compensation's outcome is unknown: settle it with ${settle}\n`;
@@ -133,6 +148,11 @@ function describeExecution({ record: r, history }: ToolExecutionWithHistory): st
     `reference: ${r.result_reference ?? '-'}`,
     `error:     ${r.error === null ? '-' : `${r.error.code}: ${r.error.message}`}`,
     `settled:   ${r.settled_by === null ? '-' : `${r.settled_at ?? ''} by ${r.settled_by.kind} ${r.settled_by.id}`}`,
+    ...(r.conflict_at === null
+      ? []
+      : [
+          `CONFLICT:  since ${r.conflict_at} a real outcome contradicts this record; check the downstream system`,
+        ]),
     '',
   ];
   const rows = history.map((e) => [

@@ -8,13 +8,35 @@ import { positiveInt } from './worker.js';
 
 const path = (runId: string): string => `/v1/runs/${encodeURIComponent(runId)}`;
 
-/** `oncely runs list|show|cancel`: look at runs and stop one. */
+/** `oncely runs list|show|cancel|retry`: look at runs, stop one, re-drive a failed one. */
 export function runsCommand(): Command {
-  const command = new Command('runs').description('look at runs, and cancel one (through the API)');
+  const command = new Command('runs').description(
+    'look at runs, cancel one, or retry a failed one (through the API)',
+  );
   command.addCommand(listCommand());
   command.addCommand(showCommand());
   command.addCommand(cancelCommand());
+  command.addCommand(retryCommand());
   return command;
+}
+
+function retryCommand(): Command {
+  return withApiFlags(new Command('retry'))
+    .description(
+      're-drive a failed run from its last checkpoint; completed calls replay, nothing that took effect runs again',
+    )
+    .argument('<run_id>')
+    .requiredOption('--reason <text>', 'why it may go on now (recorded with the run)')
+    .action(async (runId: string, flags: ApiFlags & { reason: string }) => {
+      const run = await ApiClient.fromFlags(flags).post<Run>(`${path(runId)}/retry`, {
+        reason: flags.reason,
+      });
+      output(
+        flags.json,
+        run,
+        () => `${run.run_id} is ${run.status}: a worker drives it from its last checkpoint\n`,
+      );
+    });
 }
 
 function listCommand(): Command {
@@ -82,6 +104,8 @@ function describeRun(r: Run): string {
     `result:  ${r.result === null ? '-' : clip(JSON.stringify(r.result), 100)}`,
     `error:   ${r.error === null ? '-' : `${r.error.code}: ${r.error.message}`}`,
     `lease:   ${r.lease.owner ?? '-'} (epoch ${r.lease.epoch}, expires ${r.lease.expires_at ?? '-'})`,
+    `drives:  ${r.drive_attempts} since the last clean one; model outages in a row: ${r.model_outages}` +
+      (r.last_error === null ? '' : `; last error: ${r.last_error.code}: ${clip(r.last_error.message, 80)}`),
     `created: ${r.created_at}  updated: ${r.updated_at}`,
   ];
   if (r.pending_calls.length > 0) {

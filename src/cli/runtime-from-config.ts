@@ -24,6 +24,7 @@ export async function runtimeFromConfig(
   const common = {
     agents: [...config.agents.values()],
     ...(flags.leaseMs === undefined ? {} : { leaseMs: flags.leaseMs }),
+    ...config.runtime,
   };
   if (flags.wrapStore === undefined) {
     const runtime = await openRuntime({ databaseUrl: url, ...common });

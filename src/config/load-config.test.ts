@@ -127,11 +127,11 @@ describe('loadConfig', () => {
     const { file, message } = await refusal(VALID.replace('    max_steps: 10', '    max_step: 10'));
     expect(message).toBe(
       `${file}:14:5: agents[0].max_step: unknown key "max_step"; expected one of: ` +
-        'name, instructions, model, tools, tool_policy, max_steps',
+        'name, instructions, model, tools, tool_policy, max_steps, model_timeout_ms, model_outage_retries',
     );
     const top = await refusal(`${VALID}extra: 1\n`);
     expect(top.message).toContain(
-      `${top.file}:18:1: extra: unknown key "extra"; expected one of: storage, tools, models, agents`,
+      `${top.file}:18:1: extra: unknown key "extra"; expected one of: storage, tools, models, agents, runtime`,
     );
   });
 

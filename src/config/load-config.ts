@@ -21,6 +21,12 @@ export interface OncelyConfig {
   readonly agents: Map<string, Agent>;
   /** Every tool the tools module exports, by name. */
   readonly tools: Map<string, Tool>;
+  /** `runtime:`: drive attempts, attempts per call, the landing margin (unset: the defaults). */
+  readonly runtime: {
+    readonly maxDriveAttempts?: number;
+    readonly maxAttemptsPerCall?: number;
+    readonly landingMarginMs?: number;
+  };
 }
 
 export interface LoadConfigOptions {
@@ -51,7 +57,13 @@ export async function loadConfig(path: string, options: LoadConfigOptions = {}):
   const models = await createModels(source, doc, env, dirname(file));
   const agents = buildAgents(source, doc, models, tools);
   const databaseUrl = nonEmpty(env.ONCELY_DATABASE_URL) ?? doc.storage?.database_url;
-  return { path: file, ...(databaseUrl === undefined ? {} : { databaseUrl }), agents, tools };
+  const r = doc.runtime ?? {};
+  const runtime = {
+    ...(r.max_drive_attempts === undefined ? {} : { maxDriveAttempts: r.max_drive_attempts }),
+    ...(r.max_attempts_per_call === undefined ? {} : { maxAttemptsPerCall: r.max_attempts_per_call }),
+    ...(r.landing_margin_ms === undefined ? {} : { landingMarginMs: r.landing_margin_ms }),
+  };
+  return { path: file, ...(databaseUrl === undefined ? {} : { databaseUrl }), agents, tools, runtime };
 }
 
 async function readText(shown: string, file: string): Promise<string> {
@@ -160,6 +172,10 @@ function buildAgents(
           tools: (agent.tools ?? []).map((name) => tools.get(name) as Tool),
           ...(onIndeterminate === undefined ? {} : { toolPolicy: { onIndeterminate } }),
           ...(agent.max_steps === undefined ? {} : { maxSteps: agent.max_steps }),
+          ...(agent.model_timeout_ms === undefined ? {} : { modelTimeoutMs: agent.model_timeout_ms }),
+          ...(agent.model_outage_retries === undefined
+            ? {}
+            : { modelOutageRetries: agent.model_outage_retries }),
         }),
       );
     } catch (cause) {

@@ -71,6 +71,9 @@ export class DemoWorld {
       agents: [...agents.values()].map((a) => a.agent),
       owner: 'demo-worker',
       reconcileEveryMs: 60_000,
+      // One process on loopback, and the credit's request is aborted with its signal: a quarter of a
+      // second past its timeout it can no longer land.
+      landingMarginMs: 250,
     });
     const app = await buildApiServer({
       runtime,

@@ -65,7 +65,10 @@ export function errorInfo(error: unknown): { code: string; message: string } {
   if (error instanceof OncelyError) return { code: error.code, message: safeText(() => error.message) };
   if (error instanceof Error) {
     const name = safeText(() => error.name);
-    return { code: typeof name === 'string' && name !== '' ? name : 'Error', message: safeText(() => error.message) };
+    return {
+      code: typeof name === 'string' && name !== '' ? name : 'Error',
+      message: safeText(() => error.message),
+    };
   }
   return { code: 'Error', message: safeText(() => String(error)) };
 }

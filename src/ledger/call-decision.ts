@@ -60,24 +60,68 @@ const status = (f: CallFacts): LedgerStatus | undefined => f.record?.status;
 
 /** The table, first match wins. Every combination of facts matches exactly one row's `when` first. */
 export const CALL_DECISION_TABLE: readonly Row[] = [
-  { when: (f) => !f.record && f.approval === 'none', action: 'request_approval', why: 'needs an approval; none was asked for yet' },
-  { when: (f) => !f.record && f.approval === 'pending', action: 'await_approval', why: 'the approval is not decided yet' },
+  {
+    when: (f) => !f.record && f.approval === 'none',
+    action: 'request_approval',
+    why: 'needs an approval; none was asked for yet',
+  },
+  {
+    when: (f) => !f.record && f.approval === 'pending',
+    action: 'await_approval',
+    why: 'the approval is not decided yet',
+  },
   { when: (f) => !f.record && f.approval === 'rejected', action: 'rejected', why: 'an operator rejected it' },
   { when: (f) => !f.record, action: 'reserve', why: 'a new call' },
-  { when: (f) => status(f) === 'completed', action: 'replay', why: 'it took effect; the recorded result stands' },
+  {
+    when: (f) => status(f) === 'completed',
+    action: 'replay',
+    why: 'it took effect; the recorded result stands',
+  },
   { when: (f) => status(f) === 'compensated', action: 'tell', why: 'it took effect and was undone' },
-  { when: (f) => status(f) === 'started' && f.mayLand, action: 'wait', why: 'its attempt may still be running' },
-  { when: (f) => status(f) === 'started' && f.hasHook, action: 'ask_hook', why: 'its attempt can no longer land; the hook can tell' },
-  { when: (f) => status(f) === 'started', action: 'unknown', why: 'its attempt can no longer land, and no hook can tell' },
+  {
+    when: (f) => status(f) === 'started' && f.mayLand,
+    action: 'wait',
+    why: 'its attempt may still be running',
+  },
+  {
+    when: (f) => status(f) === 'started' && f.hasHook,
+    action: 'ask_hook',
+    why: 'its attempt can no longer land; the hook can tell',
+  },
+  {
+    when: (f) => status(f) === 'started',
+    action: 'unknown',
+    why: 'its attempt can no longer land, and no hook can tell',
+  },
   // A hook may find an indeterminate call completed even while its attempt may still land; a
   // `failed` answer then only becomes a note (see `decideHookAnswer`).
   { when: (f) => status(f) === 'indeterminate' && f.hasHook, action: 'ask_hook', why: 'the hook can tell' },
   { when: (f) => status(f) === 'indeterminate', action: 'unknown', why: 'no hook can tell' },
-  { when: (f) => f.caller === 'run' && f.record?.settledBy === 'operator', action: 'tell', why: 'an operator settled it failed' },
-  { when: (f) => f.caller === 'run' && f.record?.settledBy === 'runtime', action: 'tell', why: 'its own attempt reported it failed' },
-  { when: (f) => f.attemptsExhausted, action: 'tell', why: 'it failed, and the key has had its maximum of attempts' },
-  { when: (f) => f.mayLand, action: 'wait', why: 'it is recorded failed, but its last attempt may still land' },
-  { when: () => true, action: 'reopen', why: 'it definitely did not take effect, and its last attempt can no longer land' },
+  {
+    when: (f) => f.caller === 'run' && f.record?.settledBy === 'operator',
+    action: 'tell',
+    why: 'an operator settled it failed',
+  },
+  {
+    when: (f) => f.caller === 'run' && f.record?.settledBy === 'runtime',
+    action: 'tell',
+    why: 'its own attempt reported it failed',
+  },
+  {
+    when: (f) => f.attemptsExhausted,
+    action: 'tell',
+    why: 'it failed, and the key has had its maximum of attempts',
+  },
+  {
+    when: (f) => f.mayLand,
+    action: 'wait',
+    why: 'it is recorded failed, but its last attempt may still land',
+  },
+  {
+    when: () => true,
+    action: 'reopen',
+    why: 'it definitely did not take effect, and its last attempt can no longer land',
+  },
 ];
 
 /**

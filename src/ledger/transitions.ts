@@ -92,12 +92,15 @@ export interface Observation {
   readonly to: LedgerStatus;
   /** The attempt the observation is about (an attempt's own outcome names its attempt). */
   readonly attempt: number;
+  /** The downstream honours the idempotency key: two attempts of one key are one effect. */
+  readonly keyed: boolean;
 }
 
 /**
  * Whether an observation that lost its compare-and-set contradicts the settled record: an effect
  * that landed on a call settled `failed`, an effect of an earlier attempt that landed after the key
- * was re-opened (two effects may now stand), or a call found not taken that is recorded as taken.
+ * was re-opened on a downstream that does not honour keys (two effects may now stand), or a call
+ * found not taken that is recorded as taken.
  * Such an outcome is a `conflict`, never a quiet `ignored`. Only real observations count (an
  * attempt's outcome, a reconcile hook's answer); a decision that lost a race is just ignored.
  */
@@ -107,7 +110,8 @@ export function contradicts(
 ): boolean {
   if (observed.via !== 'outcome' && observed.via !== 'reconcile') return false;
   if (observed.to === 'completed') {
-    return current.status === 'failed' || observed.attempt < current.attempt;
+    if (current.status === 'failed') return true;
+    return observed.attempt < current.attempt && !observed.keyed;
   }
   if (observed.to === 'failed') {
     return (

@@ -53,6 +53,16 @@ export interface CallModelOptions {
   readonly signal?: AbortSignal;
   /** Retries of transient errors (429, 5xx, lost connections), with backoff; default 2. */
   readonly maxRetries?: number;
+  /**
+   * How long the call may take, its retries included; past it the call is aborted and fails with
+   * `MODEL_CALL_FAILED` marked transient (a hung provider). Default: no limit.
+   */
+  readonly timeoutMs?: number;
+}
+
+/** Whether a failed model call may succeed later (an outage, a rate limit, a timeout). */
+export function isTransientModelFailure(error: unknown): boolean {
+  return isOncelyError(error, 'MODEL_CALL_FAILED') && error.details?.transient === true;
 }
 
 export const DEFAULT_MODEL_RETRIES = 2;
@@ -69,6 +79,9 @@ export const DEFAULT_MODEL_RETRIES = 2;
  */
 export async function callModel(options: CallModelOptions): Promise<ModelTurn> {
   const tools = toolSet(options.tools);
+  const timeout = options.timeoutMs === undefined ? undefined : AbortSignal.timeout(options.timeoutMs);
+  const signals = [options.signal, timeout].filter((s): s is AbortSignal => s !== undefined);
+  const signal = signals.length === 0 ? undefined : AbortSignal.any(signals);
   try {
     const result = await generateText({
       model: options.model,
@@ -77,7 +90,7 @@ export async function callModel(options: CallModelOptions): Promise<ModelTurn> {
       tools,
       stopWhen: stepCountIs(1),
       maxRetries: options.maxRetries ?? DEFAULT_MODEL_RETRIES,
-      ...(options.signal === undefined ? {} : { abortSignal: options.signal }),
+      ...(signal === undefined ? {} : { abortSignal: signal }),
       // No experimental_repairToolCall: a broken call is reported as the model made it.
     });
     const usage = usageOf(result.usage);
@@ -89,6 +102,15 @@ export async function callModel(options: CallModelOptions): Promise<ModelTurn> {
     };
   } catch (error) {
     if (options.signal?.aborted === true) throw options.signal.reason;
+    if (timeout?.aborted === true) {
+      const name = `${options.model.provider}/${options.model.modelId}`;
+      throw new OncelyError(
+        'MODEL_CALL_FAILED',
+        `the call to model ${name} gave no answer within ${options.timeoutMs} ms; the provider may be ` +
+          'down or overloaded; the run waits and tries the step again',
+        { cause: error, details: { model: name, transient: true, timedOut: true } },
+      );
+    }
     if (isOncelyError(error)) throw error;
     throw callFailed(options.model, error);
   }
@@ -142,17 +164,30 @@ function callFailed(model: LanguageModelV3, error: unknown): OncelyError {
     return new OncelyError(
       'MODEL_CALL_FAILED',
       `the call to model ${name} failed ${error.errors.length} times: ${messageOf(error.lastError)}; ` +
-        'the provider may be down or rate limiting; the run can try the step again later',
-      { cause: error, details: { model: name, attempts: error.errors.length } },
+        'the provider may be down or rate limiting; the run waits and tries the step again',
+      {
+        cause: error,
+        details: { model: name, attempts: error.errors.length, transient: isRetryable(error.lastError) },
+      },
     );
   }
   const status =
     APICallError.isInstance(error) && error.statusCode !== undefined ? ` (HTTP ${error.statusCode})` : '';
+  const transient = isRetryable(error);
   return new OncelyError(
     'MODEL_CALL_FAILED',
-    `the call to model ${name} failed${status}: ${messageOf(error)}; check the model name, its key and its base URL`,
-    { cause: error, details: { model: name, attempts: 1 } },
+    `the call to model ${name} failed${status}: ${messageOf(error)}; ` +
+      (transient
+        ? 'the provider may be down; the run waits and tries the step again'
+        : 'check the model name, its key and its base URL'),
+    { cause: error, details: { model: name, attempts: 1, transient } },
   );
+}
+
+/** A provider error the SDK would retry (429, 5xx, a lost connection): it may pass. */
+function isRetryable(error: unknown): boolean {
+  if (APICallError.isInstance(error)) return error.isRetryable;
+  return error instanceof TypeError; // fetch failed: the connection, not the request
 }
 
 function messageOf(error: unknown): string {

@@ -8,6 +8,7 @@ export {
 } from './scripted-model.js';
 export {
   callModel,
+  isTransientModelFailure,
   DEFAULT_MODEL_RETRIES,
   type CallModelOptions,
   type ModelTurn,

@@ -2,7 +2,8 @@ import type { Agent } from '../agents/index.js';
 import type { Ledger } from '../calls/index.js';
 import { crashPoint } from '../crash/index.js';
 import { OncelyError, errorInfo, isOncelyError } from '../errors/index.js';
-import { callModel, type ModelTurn } from '../models/index.js';
+import { callModel, isTransientModelFailure, type ModelTurn } from '../models/index.js';
+import type { ErrorInfo } from '../ledger/index.js';
 import type { Checkpoint, CheckpointStatus, RunRecord } from '../run-state/index.js';
 import type { RunEventInput, SaveCheckpointRequest, StoreTx } from '../store/index.js';
 import type { Tool } from '../tools/index.js';
@@ -16,12 +17,26 @@ export interface DriverOptions {
   /** This process's name in the lease (`host:pid` by default). */
   readonly owner: string;
   readonly leaseMs: number;
+  /** The first delay before a released run is claimed again; it doubles each time, up to 60 s. */
+  readonly retryBaseMs?: number;
 }
 
-/** How a drive ended: the run waits or is final, or this process lost the run and stood down. */
+/**
+ * How a drive ended: the run waits or is final; it was released to be claimed again later (a model
+ * outage, a call whose last attempt may still land); or this process lost the run and stood down.
+ */
 export type DriveEnd =
   | { readonly kind: 'ended'; readonly status: CheckpointStatus }
+  | { readonly kind: 'released'; readonly reason: string; readonly delayMs: number }
   | { readonly kind: 'stood_down'; readonly reason: string };
+
+export const DEFAULT_RETRY_BASE_MS = 1_000;
+const MAX_RETRY_DELAY_MS = 60_000;
+
+/** The n-th retry's delay (n from 1): base, 2 base, 4 base, … up to a minute. */
+export function retryDelay(baseMs: number, n: number): number {
+  return Math.min(MAX_RETRY_DELAY_MS, baseMs * 2 ** Math.max(0, n - 1));
+}
 
 /** What a checkpoint save may write besides the checkpoint and status. */
 export type SaveExtras = Omit<SaveCheckpointRequest, 'fence' | 'checkpoint' | 'status'>;
@@ -38,6 +53,7 @@ export class RunDriver {
   readonly agent: Agent;
   readonly owner: string;
   readonly leaseMs: number;
+  readonly retryBaseMs: number;
   readonly tools: ReadonlyMap<string, Tool>;
   readonly run: RunRecord;
   readonly lease: Lease;
@@ -51,6 +67,7 @@ export class RunDriver {
     this.agent = options.agent;
     this.owner = options.owner;
     this.leaseMs = options.leaseMs;
+    this.retryBaseMs = options.retryBaseMs ?? DEFAULT_RETRY_BASE_MS;
     this.tools = new Map(options.agent.tools.map((t) => [t.name, t]));
     this.run = run;
     this.#checkpoint = run.checkpoint;
@@ -144,6 +161,53 @@ export class RunDriver {
     return saved ? { kind: 'ended', status } : this.standDown();
   }
 
+  /**
+   * Lets go of the run, to be claimed again after `delayMs` (inside `tx` when given, with whatever
+   * else it writes). Stands down when fenced out.
+   */
+  async release(
+    tx: StoreTx | undefined,
+    cause: 'model_outage' | 'waiting',
+    delayMs: number,
+    reason: string,
+    lastError: ErrorInfo | null = null,
+  ): Promise<DriveEnd> {
+    const runs = tx?.runs ?? this.ledger.store.runs;
+    const released = await runs.release({
+      fence: { tenantId: this.run.tenantId, runId: this.run.runId, leaseEpoch: this.lease.epoch },
+      cause,
+      delayMs,
+      reason,
+      lastError,
+    });
+    if (!released) {
+      this.lease.lose('a newer lease epoch stands (another process drives the run, or it was cancelled)');
+      return this.standDown();
+    }
+    return { kind: 'released', reason, delayMs };
+  }
+
+  /** A transient model failure: wait it out with backoff, up to the agent's budget, then fail. */
+  private async modelOutage(checkpoint: Checkpoint, info: ErrorInfo): Promise<DriveEnd> {
+    const outages = this.run.modelOutages + 1;
+    const budget = this.agent.modelOutageRetries;
+    if (outages > budget) {
+      const reason =
+        `the model was unavailable ${outages} times in a row (the agent waits out ${budget}); ` +
+        `the last time: ${info.message}. Once the provider is back, \`oncely runs retry ${this.run.runId} --reason "..."\` ` +
+        'carries on from the last checkpoint';
+      return this.end(undefined, checkpoint, 'failed', {
+        error: { code: info.code, message: reason },
+        reason,
+      });
+    }
+    const delayMs = retryDelay(this.retryBaseMs, outages);
+    const reason =
+      `the model is unavailable (${outages} of ${budget} waits): ${info.message}; ` +
+      `trying the step again in ${Math.round(delayMs / 100) / 10} s`;
+    return this.release(undefined, 'model_outage', delayMs, reason, info);
+  }
+
   /** One model call, made durable (with minted call ids) before any call of it is reserved. */
   private async modelStep(): Promise<DriveEnd | undefined> {
     const checkpoint = this.#checkpoint;
@@ -164,10 +228,12 @@ export class RunDriver {
         messages: asModelMessages(checkpoint.messages),
         tools: this.agent.tools,
         signal: this.lease.signal,
+        timeoutMs: this.agent.modelTimeoutMs,
       });
     } catch (error) {
       if (this.lease.lost) return this.standDown();
       const info = errorInfo(error);
+      if (isTransientModelFailure(error)) return this.modelOutage(checkpoint, info);
       return this.end(undefined, checkpoint, 'failed', { error: info, reason: info.message });
     }
     await crashPoint('model.after-call');
@@ -186,10 +252,12 @@ export class RunDriver {
       return this.end(undefined, { messages, step, pending: null }, 'completed', {
         result: { text: turn.text },
         events: [response],
+        modelAnswered: true,
       });
     }
     const saved = await this.save(undefined, { messages, step, pending: { calls } }, 'running', {
       events: [response],
+      modelAnswered: true,
     });
     if (!saved) return this.standDown();
     this.#fresh = true;

@@ -10,6 +10,7 @@ import {
   resolveToolCall,
   type CompensateRequest,
   type CompensationOutcome,
+  type LedgerLog,
   type ResolveRequest,
 } from '../calls/index.js';
 import { OncelyError, errorInfo, isOncelyError } from '../errors/index.js';
@@ -27,7 +28,7 @@ import type { ApprovalRecord, RunRecord } from '../run-state/index.js';
 import { openStore, type Store, type WaitingCursor } from '../store/index.js';
 import type { Tool } from '../tools/index.js';
 import { decideApproval, type ApprovalDecision } from './decisions.js';
-import { RunDriver, type DriveEnd } from './driver.js';
+import { DEFAULT_RETRY_BASE_MS, RunDriver, retryDelay, type DriveEnd } from './driver.js';
 import { initialMessages } from './messages.js';
 import { resumeIfReady, sweepWaiting } from './resume.js';
 
@@ -46,7 +47,22 @@ export interface RuntimeOptions {
   readonly leaseMs?: number;
   /** How often a paused run's reconcile hooks are asked again by `sweep()`; default 30 s. */
   readonly reconcileEveryMs?: number;
+  /**
+   * Drives of one run that may fail (throw, or die with their process) in a row before the run ends
+   * `failed` with `RUN_RETRIES_EXCEEDED`; default 5. Counted at claim time.
+   */
+  readonly maxDriveAttempts?: number;
+  /** The first delay before a released run is claimed again; it doubles each time; default 1000 ms. */
+  readonly retryBaseMs?: number;
+  /** Attempts of one key before a reconcile hook's `failed` no longer re-opens it; default 3. */
+  readonly maxAttemptsPerCall?: number;
+  /** Added to an attempt's timeout before it is taken to be unable to land; default 5000 ms. */
+  readonly landingMarginMs?: number;
+  /** Where ledger conflicts are logged at error level; default standard error. */
+  readonly log?: LedgerLog;
 }
+
+export const DEFAULT_MAX_DRIVE_ATTEMPTS = 5;
 
 export interface StartRunRequest {
   readonly tenantId: string;
@@ -80,6 +96,8 @@ export class Runtime {
   readonly tools: ReadonlyMap<string, Tool>;
   readonly owner: string;
   readonly leaseMs: number;
+  readonly maxDriveAttempts: number;
+  readonly retryBaseMs: number;
   readonly #ownsStore: boolean;
   readonly #reconcileEveryMs: number;
   readonly #lastAsked = new Map<string, number>();
@@ -89,7 +107,14 @@ export class Runtime {
 
   constructor(store: Store, options: RuntimeOptions & { ownsStore?: boolean }) {
     this.owner = options.owner ?? `${hostname()}:${process.pid}`;
-    this.ledger = new Ledger(store, { actorId: this.owner });
+    this.ledger = new Ledger(store, {
+      actorId: this.owner,
+      ...(options.landingMarginMs === undefined ? {} : { landingMarginMs: options.landingMarginMs }),
+      ...(options.maxAttemptsPerCall === undefined ? {} : { maxAttempts: options.maxAttemptsPerCall }),
+      ...(options.log === undefined ? {} : { log: options.log }),
+    });
+    this.maxDriveAttempts = options.maxDriveAttempts ?? DEFAULT_MAX_DRIVE_ATTEMPTS;
+    this.retryBaseMs = options.retryBaseMs ?? DEFAULT_RETRY_BASE_MS;
     this.agents = indexAgents(options.agents);
     this.tools = indexTools(options.agents);
     this.leaseMs = options.leaseMs ?? DEFAULT_LEASE_MS;
@@ -155,20 +180,109 @@ export class Runtime {
     return this.getRun(tenantId, runId);
   }
 
-  /** Drives a run this process has claimed. */
+  /**
+   * Drives a run this process has claimed. A run whose drives keep failing ends `failed` with
+   * `RUN_RETRIES_EXCEEDED` once it is claimed past `maxDriveAttempts`; a drive that throws releases
+   * the run to be claimed again after a backoff, recording its error, and rethrows.
+   */
   async driveClaimed(run: RunRecord): Promise<DriveEnd> {
     if (this.#closed) throw new Error('the runtime is closed');
-    const driver = new RunDriver(
-      { ledger: this.ledger, agent: this.agentNamed(run.agent), owner: this.owner, leaseMs: this.leaseMs },
-      run,
-    );
-    const drive = driver.drive();
+    const drive = this.#driveOnce(run);
     this.#drives.add(drive);
     try {
       return await drive;
     } finally {
       this.#drives.delete(drive);
     }
+  }
+
+  async #driveOnce(run: RunRecord): Promise<DriveEnd> {
+    if (run.driveAttempts > this.maxDriveAttempts) return this.#failExhausted(run);
+    const driver = new RunDriver(
+      {
+        ledger: this.ledger,
+        agent: this.agentNamed(run.agent),
+        owner: this.owner,
+        leaseMs: this.leaseMs,
+        retryBaseMs: this.retryBaseMs,
+      },
+      run,
+    );
+    try {
+      return await driver.drive();
+    } catch (error) {
+      await this.#releaseFailedDrive(run, error);
+      throw error;
+    }
+  }
+
+  /** Ends a run claimed more times than its drives may fail, with the last error it recorded. */
+  async #failExhausted(run: RunRecord): Promise<DriveEnd> {
+    const failed = run.driveAttempts - 1;
+    const last = run.lastError === null ? 'none was recorded (the process died)' : run.lastError.message;
+    const error = new OncelyError(
+      'RUN_RETRIES_EXCEEDED',
+      `run ${run.runId} was driven ${failed} times without getting anywhere (the most this runtime tries is ` +
+        `${this.maxDriveAttempts}); the last error: ${last}. Fix the cause, then \`oncely runs retry ${run.runId} --reason "..."\``,
+      { details: { runId: run.runId, driveAttempts: failed, lastError: run.lastError } },
+    );
+    const version = await this.store.runs.saveCheckpoint({
+      fence: {
+        tenantId: run.tenantId,
+        runId: run.runId,
+        leaseEpoch: run.leaseEpoch,
+        checkpointVersion: run.checkpointVersion,
+      },
+      checkpoint: run.checkpoint,
+      status: 'failed',
+      error: error.toJSON(),
+      reason: error.message,
+      events: [{ type: 'run.status', data: { status: 'failed', reason: error.message } }],
+    });
+    if (version === undefined) return { kind: 'stood_down', reason: 'another process holds the run' };
+    return { kind: 'ended', status: 'failed' };
+  }
+
+  /** A drive threw: record its error and let the run go, to be claimed again after a backoff. */
+  async #releaseFailedDrive(run: RunRecord, thrown: unknown): Promise<void> {
+    const info = errorInfo(thrown);
+    const delayMs = retryDelay(this.retryBaseMs, run.driveAttempts);
+    try {
+      await this.store.runs.release({
+        fence: { tenantId: run.tenantId, runId: run.runId, leaseEpoch: run.leaseEpoch },
+        cause: 'failed_drive',
+        delayMs,
+        reason:
+          `drive ${run.driveAttempts} of at most ${this.maxDriveAttempts} failed: ${info.message}; ` +
+          `trying again in ${Math.round(delayMs / 100) / 10} s`,
+        lastError: info,
+      });
+    } catch {
+      // The store is unreachable: the lease expires and the run is claimed again all the same.
+    }
+  }
+
+  /**
+   * An operator re-drives a `failed` run from its last checkpoint (reason required): it is queued
+   * again with its counters cleared. Keys stay stable, so completed calls replay and unknown calls
+   * are asked of their hooks; nothing that took effect runs again.
+   */
+  async retry(
+    tenantId: string,
+    runId: string,
+    request: { reason: string; actorId: string },
+  ): Promise<RunRecord> {
+    const run = await this.getRun(tenantId, runId);
+    assertActorId(request.actorId, 'a retry');
+    const reason = operatorReason(request.reason, `a retry needs a reason (1-${REASON_MAX} characters)`);
+    const retried = await this.store.runs.retry(tenantId, runId, reason, request.actorId);
+    if (retried !== undefined) return retried;
+    const now = await this.getRun(tenantId, runId);
+    throw new OncelyError(
+      'RUN_NOT_RETRYABLE',
+      `run ${runId} is ${now.status}, not failed; only a failed run can be retried, and nothing was changed`,
+      { details: { runId, status: now.status, was: run.status } },
+    );
   }
 
   /** Claims the oldest free run of this runtime's agents, or undefined when there is none. */

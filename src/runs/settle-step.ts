@@ -136,6 +136,11 @@ interface Told {
   /** Outcomes of calls executed in this pass that are unknown and have a reconcile hook to ask. */
   readonly askable: number;
   readonly unknown: PendingCall[];
+  /**
+   * When every unknown call only waits for an attempt of another process that may still land: when
+   * the last of them can no longer land (ms). Null when some unknown call needs a settlement.
+   */
+  readonly waitUntil: number | null;
   readonly events: RunEventInput[];
 }
 
@@ -158,9 +163,9 @@ async function commit(
           outcomes.set(id, p.outcome);
           continue;
         }
-        const { resultReference } = recordPlanOf(driver.ledger, p);
+        const { resultReference, keyed } = recordPlanOf(driver.ledger, p);
         const written = await tx.ledger.transition(
-          outcomeTransition(driver.ledger.actor, p.record, p.attempt, resultReference),
+          outcomeTransition(driver.ledger.actor, p.record, p.attempt, resultReference, keyed),
         );
         if (written.record === undefined)
           throw new Error(`${p.record.idempotencyKey} vanished from the ledger`);
@@ -194,6 +199,7 @@ function tell(
   const events: Told['events'] = [];
   const unknown: PendingCall[] = [];
   let askable = 0;
+  let waitUntil: number | null = 0;
   const told = calls.map((call): PendingCall => {
     const id = call.toolCallId;
     const key = `${driver.run.runId}:${id}`;
@@ -206,6 +212,11 @@ function tell(
     if (call.heard !== undefined || plan.awaiting.has(id)) return call;
     if (outcome?.status === 'unknown') {
       unknown.push(call);
+      const retryAt = outcome.waiting?.retryAt;
+      waitUntil =
+        waitUntil === null || retryAt === undefined || retryAt === null
+          ? null
+          : Math.max(waitUntil, Date.parse(retryAt));
       events.push({
         type: 'tool.unknown',
         data: { key, toolName: call.toolName, status: outcome.record.status },
@@ -221,7 +232,7 @@ function tell(
     }
     return call;
   });
-  return { calls: told, askable, unknown, events };
+  return { calls: told, askable, unknown, waitUntil, events };
 }
 
 async function decide(
@@ -238,6 +249,17 @@ async function decide(
     if (told.askable > 0 && mayPassAgain) {
       // Just found unknown: write that down, then ask the reconcile hooks in the next pass.
       return (await driver.save(tx, waiting, 'running', extras)) ? 'again' : driver.standDown();
+    }
+    if (told.waitUntil !== null) {
+      // Each unknown call is another process's attempt that may still land: run nothing, settle
+      // nothing; let the run go and look again once the last of them can no longer land.
+      if (!(await driver.save(tx, waiting, 'running', extras))) return driver.standDown();
+      const delayMs = Math.max(0, told.waitUntil - Date.now());
+      const keys = told.unknown.map((c) => `${driver.run.runId}:${c.toolCallId}`).join(', ');
+      const reason =
+        `tool call ${keys} may still be running in another process (its attempt has not timed out yet); ` +
+        `looking again in ${Math.round(delayMs / 100) / 10} s`;
+      return driver.release(tx, 'waiting', delayMs, reason);
     }
     if (driver.agent.toolPolicy.onIndeterminate === 'fail') return failUnknown(driver, tx, waiting, told);
     const reason = unknownReason(driver, told.unknown);

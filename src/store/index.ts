@@ -16,7 +16,12 @@ export type {
 export { openStore, connectStore, DEFAULT_DATABASE_URL, type OpenStoreOptions } from './open-store.js';
 export { assertSchemaCurrent } from './migrations.js';
 export { SqliteStore } from './sqlite/index.js';
-export { PostgresStore, type PostgresStoreOptions } from './postgres/index.js';
+export {
+  PostgresStore,
+  DEFAULT_POSTGRES_TIMEOUTS,
+  type PostgresStoreOptions,
+  type PostgresTimeouts,
+} from './postgres/index.js';
 export type {
   RunStore,
   RunFence,

@@ -24,6 +24,8 @@ export interface StoreStats {
     readonly count: number;
     readonly oldestStartedAt: string;
   }[];
+  /** Per tenant with any: calls a real outcome contradicted after they were settled (never goes down). */
+  readonly conflicts: readonly { readonly tenantId: string; readonly count: number }[];
 }
 
 /** Read-only views across the ledger and the runs, for operators and metrics. */

@@ -1,7 +1,7 @@
 import { resolve } from 'node:path';
 import { OncelyError } from '../errors/index.js';
 import { assertSchemaCurrent } from './migrations.js';
-import { PostgresStore } from './postgres/index.js';
+import { PostgresStore, type PostgresTimeouts } from './postgres/index.js';
 import { SqliteStore } from './sqlite/index.js';
 import type { Store } from './store.js';
 
@@ -14,6 +14,12 @@ export interface OpenStoreOptions {
    */
   readonly migrate?: boolean;
   readonly warn?: (message: string) => void;
+  /**
+   * PostgreSQL only: statement, lock and idle-in-transaction timeouts for every connection. The
+   * environment overrides the defaults where these are not given: `ONCELY_PG_STATEMENT_TIMEOUT_MS`,
+   * `ONCELY_PG_LOCK_TIMEOUT_MS`, `ONCELY_PG_IDLE_IN_TRANSACTION_TIMEOUT_MS` (0 turns one off).
+   */
+  readonly postgresTimeouts?: PostgresTimeouts;
 }
 
 /**
@@ -40,7 +46,7 @@ export async function openStore(
 /** Connects without touching or checking the schema (for `oncely migrate`). Prefer `openStore`. */
 export async function connectStore(
   url: string,
-  options: Pick<OpenStoreOptions, 'warn'> = {},
+  options: Pick<OpenStoreOptions, 'warn' | 'postgresTimeouts'> = {},
 ): Promise<Store> {
   if (url.startsWith('sqlite:')) {
     const path = url.slice('sqlite:'.length).replace(/^\/\/(?=\/)/, '');
@@ -48,9 +54,36 @@ export async function connectStore(
     return SqliteStore.open(path === ':memory:' ? path : resolve(path));
   }
   if (url.startsWith('postgres://') || url.startsWith('postgresql://')) {
-    return PostgresStore.open(url, options.warn === undefined ? {} : { warn: options.warn });
+    return PostgresStore.open(url, {
+      ...(options.warn === undefined ? {} : { warn: options.warn }),
+      timeouts: { ...timeoutsFromEnv(process.env), ...options.postgresTimeouts },
+    });
   }
   throw invalidUrl(url);
+}
+
+const TIMEOUT_ENV = {
+  statementMs: 'ONCELY_PG_STATEMENT_TIMEOUT_MS',
+  lockMs: 'ONCELY_PG_LOCK_TIMEOUT_MS',
+  idleInTransactionMs: 'ONCELY_PG_IDLE_IN_TRANSACTION_TIMEOUT_MS',
+} as const;
+
+/** The PostgreSQL timeouts the environment sets; a value that is not a whole number of ms is refused. */
+export function timeoutsFromEnv(env: NodeJS.ProcessEnv): PostgresTimeouts {
+  const timeouts: { statementMs?: number; lockMs?: number; idleInTransactionMs?: number } = {};
+  for (const [field, name] of Object.entries(TIMEOUT_ENV) as [keyof PostgresTimeouts, string][]) {
+    const raw = env[name];
+    if (raw === undefined || raw.trim() === '') continue;
+    const value = Number(raw);
+    if (!Number.isInteger(value) || value < 0 || value > 86_400_000) {
+      throw new OncelyError(
+        'CONFIG_INVALID',
+        `${name}=${JSON.stringify(raw)} is not a timeout: use a whole number of milliseconds (0 turns it off)`,
+      );
+    }
+    timeouts[field] = value;
+  }
+  return timeouts;
 }
 
 function invalidUrl(url: string): OncelyError {

@@ -161,7 +161,8 @@ export function lossKind(
   current: Pick<ToolExecutionRecord, 'status' | 'attempt'>,
 ): 'conflict' | 'ignored' {
   const attempt = request.attempt ?? current.attempt;
-  return contradicts({ via: request.via, to: request.to, attempt }, current) ? 'conflict' : 'ignored';
+  const observed = { via: request.via, to: request.to, attempt, keyed: request.keyed ?? false };
+  return contradicts(observed, current) ? 'conflict' : 'ignored';
 }
 
 /** What an ignored outcome carried, so the history shows what arrived too late. */

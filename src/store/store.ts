@@ -64,6 +64,11 @@ export interface TransitionRequest {
   readonly recordIgnored: boolean;
   /** The attempt this outcome or answer is about (default the expected record's); the history names it. */
   readonly attempt?: number;
+  /**
+   * The tool's downstream honours the idempotency key (`downstreamAcceptsKey`), so an earlier
+   * attempt's effect and a later one's are one effect; default false (two effects: a conflict).
+   */
+  readonly keyed?: boolean;
 }
 
 export type TransitionResult =

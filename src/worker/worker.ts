@@ -111,5 +111,7 @@ export function startWorker(runtime: Runtime, options: WorkerOptions = {}): Work
 
 function logEnd(log: WorkerLog, fields: Record<string, unknown>, end: DriveEnd): void {
   if (end.kind === 'ended') log.info({ ...fields, status: end.status }, `run is ${end.status}`);
+  else if (end.kind === 'released')
+    log.warn({ ...fields, delayMs: end.delayMs, reason: end.reason }, 'released the run, to try again later');
   else log.warn({ ...fields, reason: end.reason }, 'stood down: another process holds the run');
 }

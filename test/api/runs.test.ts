@@ -178,7 +178,7 @@ describe.each(DIALECTS)('runs over HTTP on %s', (dialect) => {
   });
 
   describe('GET /v1/runs/{id}/events', () => {
-    it('streams every event of a finished run in id order, then ends; Last-Event-ID resumes after it', async () => {
+    it('streams every event of a finished run in order, numbered 1, 2, 3… in the run, then ends; Last-Event-ID resumes after it', async () => {
       const runId = await h.drivenRun('credit-agent');
       const stored = await h.store.runs.events(TENANT, runId, 0, 1000);
       expect(stored.length).toBeGreaterThan(2);
@@ -188,19 +188,20 @@ describe.each(DIALECTS)('runs over HTTP on %s', (dialect) => {
       expect(response.status).toBe(200);
       expect(response.headers.get('content-type')).toMatch(/^text\/event-stream/);
       const events = await readEvents(response);
-      expect(events.map((e) => e.id)).toEqual(stored.map((e) => e.id));
+      expect(events.map((e) => e.id)).toEqual(stored.map((e) => e.seq));
       expect(events.map((e) => e.event)).toEqual(stored.map((e) => e.type));
+      expect(events.map((e) => e.id)).toEqual(stored.map((_, i) => i + 1));
       expect(events.at(-1)?.data).toMatchObject({ type: 'run.status' });
 
-      const middle = stored[1]!.id;
+      const middle = stored[1]!.seq;
       const resumed = await fetch(`${h.base}/v1/runs/${runId}/events`, {
         headers: { authorization: `Bearer ${h.keys.viewer}`, 'last-event-id': String(middle) },
       });
-      expect((await readEvents(resumed)).map((e) => e.id)).toEqual(stored.slice(2).map((e) => e.id));
+      expect((await readEvents(resumed)).map((e) => e.id)).toEqual(stored.slice(2).map((e) => e.seq));
       const byQuery = await fetch(`${h.base}/v1/runs/${runId}/events?after=${middle}`, {
         headers: { authorization: `Bearer ${h.keys.viewer}` },
       });
-      expect((await readEvents(byQuery)).map((e) => e.id)).toEqual(stored.slice(2).map((e) => e.id));
+      expect((await readEvents(byQuery)).map((e) => e.id)).toEqual(stored.slice(2).map((e) => e.seq));
     });
 
     it('follows a live run: events written after the stream opened arrive on it', async () => {
@@ -217,7 +218,7 @@ describe.each(DIALECTS)('runs over HTTP on %s', (dialect) => {
       await h.runtime.drive(TENANT, runId);
       const events = await reading;
       const stored = await h.store.runs.events(TENANT, runId, 0, 1000);
-      expect(events.map((e) => e.id)).toEqual(stored.map((e) => e.id));
+      expect(events.map((e) => e.id)).toEqual(stored.map((e) => e.seq));
       expect(events[0]?.event).toBe('run.created');
       expect((await h.store.runs.get(TENANT, runId))?.status).toBe('completed');
     });

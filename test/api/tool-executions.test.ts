@@ -212,7 +212,7 @@ describe.each(DIALECTS)('tool executions over HTTP on %s', (dialect) => {
       expect((await h.store.ledger.get(TENANT, record.idempotencyKey))?.status).toBe(winner.body.status);
     });
 
-    it("keeps the operator's decision when the call's late outcome arrives after it, and records the outcome as ignored", async () => {
+    it("keeps the operator's decision when the call's late outcome arrives after it, and records the contradiction as a conflict", async () => {
       const runId = h.nextId('run_late');
       const outcome = await executeToolCall(
         h.runtime.ledger,
@@ -246,9 +246,16 @@ describe.each(DIALECTS)('tool executions over HTTP on %s', (dialect) => {
         'transition:reserve>started',
         'transition:outcome>indeterminate',
         'transition:resolve>failed',
-        'ignored:outcome>completed',
+        'conflict:outcome>completed',
       ]);
       expect(events.at(-1)?.detail.result).toEqual({ changed: true });
+      expect(shown.body.record).toMatchObject({ status: 'failed', conflict_at: expect.any(String) });
+      const conflicts = await h.request('GET', '/v1/tool-executions?status=conflict', { key: h.keys.viewer });
+      expect((conflicts.body.items as { idempotency_key: string }[]).map((r) => r.idempotency_key)).toContain(
+        key,
+      );
+      const metrics = await h.request('GET', '/metrics', { key: h.keys.viewer });
+      expect(metrics.text).toMatch(/oncely_ledger_conflicts_total\{tenant="acme"\} [1-9]/);
     });
 
     it('resumes a run waiting in awaiting_reconciliation once its unknown call is settled', async () => {

@@ -313,8 +313,7 @@ class ReserveCommand implements LedgerCommand {
     const seen = m.seen.get(slot(this.worker, this.call));
     const reopenVersion = seen?.status === 'failed' ? seen.version : undefined;
     const expectReserved =
-      !this.otherArgs &&
-      (km.status === null || (km.status === 'failed' && reopenVersion === km.version));
+      !this.otherArgs && (km.status === null || (km.status === 'failed' && reopenVersion === km.version));
     const [result] = await r.store.ledger.reserve(
       [
         {
@@ -491,7 +490,14 @@ class ReconcileCommand implements LedgerCommand {
       modelMove(km, this.answer, 'reconcile', RECONCILE_ACTOR, value);
     } else {
       const answered = this.answer as Settlement;
-      modelAppend(km, lossOf(km, answered, seen.attempt), answered, 'reconcile', RECONCILE_ACTOR, seen.attempt);
+      modelAppend(
+        km,
+        lossOf(km, answered, seen.attempt),
+        answered,
+        'reconcile',
+        RECONCILE_ACTOR,
+        seen.attempt,
+      );
     }
     if (!noted)
       expect({ status: record.status, version: record.version }).toEqual({

@@ -184,13 +184,16 @@ describe.each(STORES)('cancellation on %s', (_name, open) => {
     const dead = { kind: 'runtime' as const, id: 'dead-worker' };
     const [reserved] = await store.ledger.reserve(
       [
-        prepareCall({
-          tenantId: TENANT,
-          runId,
-          toolCallId: seeded.toolCallIds[1] ?? '',
-          tool: owner.tool,
-          args: OWNER,
-        }).request,
+        {
+          ...prepareCall({
+            tenantId: TENANT,
+            runId,
+            toolCallId: seeded.toolCallIds[1] ?? '',
+            tool: owner.tool,
+            args: OWNER,
+          }).request,
+          attemptTimeoutMs: 0,
+        },
       ],
       dead,
     );

@@ -7,7 +7,7 @@ import { isOncelyError } from '../../src/errors/index.js';
 import type { JsonValue, LedgerEvent } from '../../src/ledger/index.js';
 import { scriptedModel, type Script, type ScriptedModel } from '../../src/models/index.js';
 import type { RunRecord } from '../../src/run-state/index.js';
-import { Runtime } from '../../src/runs/index.js';
+import { Runtime, type RecoveredRun } from '../../src/runs/index.js';
 import { openStore, type Store } from '../../src/store/index.js';
 import type { Tool } from '../../src/tools/index.js';
 import { createTestDatabase, tempSqlitePath } from '../support/databases.js';
@@ -146,12 +146,23 @@ export class Runtimes {
   open(
     store: Store,
     agents: readonly Agent[],
-    options: { owner?: string; leaseMs?: number; reconcileEveryMs?: number } = {},
+    options: {
+      owner?: string;
+      leaseMs?: number;
+      reconcileEveryMs?: number;
+      landingMarginMs?: number;
+      maxDriveAttempts?: number;
+      retryBaseMs?: number;
+    } = {},
   ): Runtime {
     const runtime = new Runtime(store, {
       agents,
       owner: options.owner ?? `test-${this.#open.length + 1}`,
       leaseMs: options.leaseMs ?? 5_000,
+      // No margin unless a test asks for one: an attempt that stopped at its timeout cannot land.
+      landingMarginMs: options.landingMarginMs ?? 0,
+      ...(options.maxDriveAttempts === undefined ? {} : { maxDriveAttempts: options.maxDriveAttempts }),
+      ...(options.retryBaseMs === undefined ? {} : { retryBaseMs: options.retryBaseMs }),
       ...(options.reconcileEveryMs === undefined ? {} : { reconcileEveryMs: options.reconcileEveryMs }),
     });
     this.#open.push(runtime);
@@ -344,4 +355,20 @@ export async function doomedConnection(
     arm: (value) => (armed = value),
     loseIfArmed: () => (armed ? lose() : Promise.resolve()),
   };
+}
+
+/**
+ * Recovers, and when a run was released because a dead driver's attempt might still land (younger
+ * than its tool's timeout), waits until it can no longer land and recovers again. Returns the drives
+ * of the last pass, after asserting the first pass ran nothing of the waiting runs.
+ */
+export async function recoverWhenLanded(runtime: Runtime): Promise<RecoveredRun[]> {
+  let recovered = await runtime.recover();
+  for (let pass = 0; pass < 3; pass++) {
+    const waits = recovered.flatMap((r) => (r.end.kind === 'released' ? [r.end.delayMs] : []));
+    if (waits.length === 0) return recovered;
+    await sleep(Math.max(...waits) + 20);
+    recovered = await runtime.recover();
+  }
+  return recovered;
 }

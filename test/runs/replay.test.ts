@@ -18,6 +18,7 @@ import {
   toolResultsIn,
   untilLeaseExpired,
   type OpenedStore,
+  recoverWhenLanded,
 } from './fixtures.js';
 import { CREDIT, ORDER, FakeDownstream, issueCredit, lookupOrder } from './tools.js';
 
@@ -75,8 +76,9 @@ describe.each(STORES)('recovery and replay on %s', (_name, open) => {
       (e) => e.type === 'run.claimed',
     );
     expect(claims.map((e) => e.data)).toEqual([
-      { owner: 'dead-worker', epoch: 1 },
-      { owner: 'recoverer', epoch: 2 },
+      // A drive that died with its process counts: the recoverer's is the run's second attempt.
+      { owner: 'dead-worker', epoch: 1, driveAttempt: 1 },
+      { owner: 'recoverer', epoch: 2, driveAttempt: 2 },
     ]);
     // The ledger was only read: not one event was added to either record.
     expect(await Promise.all(seeded.keys.map((k) => store.ledger.history(TENANT, k)))).toEqual(histories);
@@ -133,7 +135,8 @@ describe.each(STORES)('recovery and replay on %s', (_name, open) => {
     const recovering = runtimes.open(store, [agent], { owner: 'recoverer' });
     expect(await recovering.recover()).toEqual([]); // the lease still holds
     await untilLeaseExpired(store, run.runId);
-    const recovered = await recovering.recover();
+    // The dead driver's attempts are younger than their timeout: the recovery waits them out first.
+    const recovered = await recoverWhenLanded(recovering);
 
     expect(recovered.map((r) => r.end)).toEqual([{ kind: 'ended', status: 'completed' }]);
     expect(credit.executions).toEqual([creditKey]);
@@ -174,7 +177,8 @@ describe.each(STORES)('recovery and replay on %s', (_name, open) => {
       tool: credit.tool,
       args: CREDIT,
     });
-    await store.ledger.reserve([request], { kind: 'runtime', id: 'dead-worker' });
+    // The dead worker's attempt is long gone: it can no longer land.
+    await store.ledger.reserve([{ ...request, attemptTimeoutMs: 0 }], { kind: 'runtime', id: 'dead-worker' });
 
     const recovered = await runtime.recover();
 
@@ -200,7 +204,8 @@ describe.each(STORES)('recovery and replay on %s', (_name, open) => {
       tool: credit.tool,
       args: CREDIT,
     });
-    await store.ledger.reserve([request], { kind: 'runtime', id: 'dead-worker' });
+    // The dead worker's attempt is long gone: it can no longer land.
+    await store.ledger.reserve([{ ...request, attemptTimeoutMs: 0 }], { kind: 'runtime', id: 'dead-worker' });
 
     const recovered = await runtime.recover();
 
@@ -268,7 +273,8 @@ describe.each(STORES)('recovery and replay on %s', (_name, open) => {
       tool: credit.tool,
       args: CREDIT,
     });
-    await store.ledger.reserve([request], { kind: 'runtime', id: 'dead-worker' });
+    // The dead worker's attempt is long gone: it can no longer land.
+    await store.ledger.reserve([{ ...request, attemptTimeoutMs: 0 }], { kind: 'runtime', id: 'dead-worker' });
 
     const recovered = await runtime.recover();
 

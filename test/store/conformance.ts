@@ -517,7 +517,10 @@ export function describeStoreConformance(
         };
         const result = await store.ledger.transition(late);
         expect(result.applied).toBe(false);
-        expect(result).toMatchObject({ conflict: true, record: { status: 'failed', version: settled.version } });
+        expect(result).toMatchObject({
+          conflict: true,
+          record: { status: 'failed', version: settled.version },
+        });
         expect(result.record?.conflictAt).not.toBeNull();
         const history = await store.ledger.history(TENANT, unknown.idempotencyKey);
         expect(history.at(-1)).toMatchObject({
@@ -547,7 +550,11 @@ export function describeStoreConformance(
           recordIgnored: true,
           attempt: 1,
         });
-        expect(late).toMatchObject({ applied: false, conflict: true, record: { status: 'started', attempt: 2 } });
+        expect(late).toMatchObject({
+          applied: false,
+          conflict: true,
+          record: { status: 'started', attempt: 2 },
+        });
         expect((await store.ledger.history(TENANT, unknown.idempotencyKey)).at(-1)).toMatchObject({
           kind: 'conflict',
           from: 'started',

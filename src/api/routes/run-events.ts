@@ -14,16 +14,17 @@ const params = z.strictObject({ run_id: runIdSchema });
 const headers = z.looseObject({
   'last-event-id': z
     .string()
-    .regex(/^\d{1,15}$/, 'Last-Event-ID is the id of the last event received')
+    .regex(/^\d{1,15}$/, 'Last-Event-ID is the id (number) of the last event received')
     .optional(),
 });
 
 const schema = {
   summary: "The run's events as server-sent events, until the run has ended",
   description:
-    'Each event has its id (from run_events), its type as the event name, and the event as JSON data. ' +
-    'Resume with the Last-Event-ID header (or ?after=ID); the stream ends once the run is final and ' +
-    'every event has been sent.',
+    "Each event has its id (its number in the run: 1, 2, 3…, assigned under the run's lock, so a " +
+    'stream never skips one that commits late), its type as the event name, and the event as JSON ' +
+    'data. Resume with the Last-Event-ID header (or ?after=ID); the stream ends once the run is final ' +
+    'and every event has been sent.',
   tags: ['runs'],
   security: BEARER,
   params,
@@ -84,8 +85,8 @@ async function* eventLines(
     const run = await store.runs.get(at.tenantId, at.runId);
     const events = await store.runs.events(at.tenantId, at.runId, last, BATCH);
     for (const event of events) {
-      last = event.id;
-      yield `id: ${event.id}\nevent: ${event.type}\ndata: ${JSON.stringify(toRunEvent(event))}\n\n`;
+      last = event.seq;
+      yield `id: ${event.seq}\nevent: ${event.type}\ndata: ${JSON.stringify(toRunEvent(event))}\n\n`;
       lastWrite = Date.now();
     }
     if (events.length === BATCH) continue;

@@ -4,7 +4,7 @@ import { BEARER, type ApiApp, type ApiContext } from '../context.js';
 import { cursorTime, decodeCursor, pageOf } from '../cursor.js';
 import { toRun } from '../present.js';
 import { authErrors, errorEnvelopeSchema, page, runIdSchema } from '../schemas/common.js';
-import { cancelRunBody, createRunBody, listRunsQuery, runSchema } from '../schemas/runs.js';
+import { cancelRunBody, createRunBody, listRunsQuery, retryRunBody, runSchema } from '../schemas/runs.js';
 
 const tags = ['runs'];
 const params = z.strictObject({ run_id: runIdSchema });
@@ -15,6 +15,35 @@ export function runRoutes(app: ApiApp, ctx: ApiContext): void {
   listRoute(app, ctx);
   showRoute(app, ctx);
   cancelRoute(app, ctx);
+  retryRoute(app, ctx);
+}
+
+function retryRoute(app: ApiApp, ctx: ApiContext): void {
+  app.post(
+    '/v1/runs/:run_id/retry',
+    {
+      config: { role: 'operator' },
+      schema: {
+        summary: 'Re-drive a failed run from its last checkpoint',
+        description:
+          'The run is queued again with its error and counters cleared; a worker drives it from its last ' +
+          'checkpoint. Keys stay stable: completed calls replay, unknown ones are asked of their hooks, ' +
+          'nothing that took effect runs again. A run that is not failed answers 409 RUN_NOT_RETRYABLE.',
+        tags,
+        security: BEARER,
+        params,
+        body: retryRunBody,
+        response: { 200: runSchema, ...authErrors, 409: errorEnvelopeSchema },
+      },
+    },
+    async (request) => {
+      const { tenantId, actorId } = principal(request);
+      const { run_id: runId } = request.params;
+      const run = await ctx.runtime.retry(tenantId, runId, { reason: request.body.reason, actorId });
+      request.log.info({ runId, actor: actorId }, 'operator retried a failed run');
+      return toRun(run);
+    },
+  );
 }
 
 function createRoute(app: ApiApp, ctx: ApiContext): void {

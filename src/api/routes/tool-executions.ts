@@ -55,7 +55,11 @@ function listRoute(app: ApiApp, ctx: ApiContext): void {
           ? await ctx.store.monitor.unknownCalls(tenantId, filter)
           : await ctx.store.ledger.list(tenantId, {
               ...filter,
-              ...(q.status === 'all' ? {} : { statuses: [q.status] }),
+              ...(q.status === 'all'
+                ? {}
+                : q.status === 'conflict'
+                  ? { conflict: true }
+                  : { statuses: [q.status] }),
             });
       return pageOf(records, q.limit, toToolExecution, (r) => ({
         at: r.attemptStartedAt,
@@ -96,7 +100,10 @@ function resolveRoute(app: ApiApp, ctx: ApiContext): void {
         summary: 'Settle an unknown call: it took effect (completed) or it did not (failed)',
         description:
           'Compare-and-set: of operators acting at once exactly one wins; a call already settled answers 409 ' +
-          'LEDGER_ALREADY_SETTLED with the record as it stands. A run waiting in awaiting_reconciliation resumes.',
+          'LEDGER_ALREADY_SETTLED with the record as it stands. A started call whose attempt may still be ' +
+          'running (its run held by a live worker, a compensation hook still running, or younger than its ' +
+          'timeout plus a margin) answers 409 CALL_IN_FLIGHT unless force is true, which is recorded as ' +
+          'forced. A run waiting in awaiting_reconciliation resumes.',
         tags,
         security: BEARER,
         params,
@@ -116,10 +123,17 @@ function resolveRoute(app: ApiApp, ctx: ApiContext): void {
         actorId,
         ...(body.result === undefined ? {} : { result: body.result }),
         ...(body.result_reference === undefined ? {} : { resultReference: body.result_reference }),
+        ...(body.force === undefined ? {} : { force: body.force }),
       });
       request.log.info(
-        { idempotencyKey: key, runId: record.runId, status: record.status, actor: actorId },
-        'operator resolved a tool call',
+        {
+          idempotencyKey: key,
+          runId: record.runId,
+          status: record.status,
+          actor: actorId,
+          forced: body.force === true,
+        },
+        body.force === true ? 'operator resolved a tool call by force' : 'operator resolved a tool call',
       );
       return toToolExecution(record);
     },

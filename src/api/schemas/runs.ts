@@ -36,6 +36,14 @@ export const runSchema = z
       expires_at: z.string().nullable(),
     }),
     checkpoint_version: z.number().int(),
+    drive_attempts: z
+      .number()
+      .int()
+      .describe('Claims since the last drive that ended cleanly; past the maximum the run fails'),
+    model_outages: z.number().int().describe('Model calls in a row that failed for a transient cause'),
+    last_error: errorInfoSchema
+      .nullable()
+      .describe('What the last failed drive or model outage said (the run goes on)'),
     created_at: z.string(),
     updated_at: z.string(),
   })
@@ -58,6 +66,7 @@ export const listRunsQuery = z.strictObject({
 });
 
 export const cancelRunBody = z.strictObject({ reason: reasonSchema });
+export const retryRunBody = z.strictObject({ reason: reasonSchema });
 
 export const runEventsQuery = z.strictObject({
   after: z.coerce
@@ -66,9 +75,14 @@ export const runEventsQuery = z.strictObject({
     .min(0)
     .max(Number.MAX_SAFE_INTEGER)
     .optional()
-    .describe('Send only events after this id (as the Last-Event-ID header does)'),
+    .describe("Send only the run's events after this one (as the Last-Event-ID header does)"),
 });
 
 export const runEventSchema = z
-  .object({ id: z.number().int(), at: z.string(), type: z.string(), data: anyJsonSchema })
+  .object({
+    id: z.number().int().describe("The event's number in its run: 1, 2, 3… without gaps"),
+    at: z.string(),
+    type: z.string(),
+    data: anyJsonSchema,
+  })
   .meta({ id: 'RunEvent' });

@@ -37,6 +37,15 @@ export const toolExecutionSchema = z
     attempt_started_at: z.string().describe('An unknown call has been waiting since then'),
     settled_at: z.string().nullable(),
     settled_by: actorSchema.nullable(),
+    attempt_timeout_ms: z
+      .number()
+      .int()
+      .nullable()
+      .describe('How long the current attempt may run; until then (plus a margin) it may still land'),
+    conflict_at: z
+      .string()
+      .nullable()
+      .describe('When a real outcome first contradicted the settled record (see the conflict events)'),
   })
   .meta({ id: 'ToolExecution' });
 
@@ -44,7 +53,12 @@ export const ledgerEventSchema = z
   .object({
     id: z.number().int(),
     at: z.string(),
-    kind: z.enum(EVENT_KINDS).describe('transition; ignored (arrived after the call was settled); note'),
+    kind: z
+      .enum(EVENT_KINDS)
+      .describe(
+        'transition; ignored (arrived after the call was settled, and agrees or cannot tell); note; ' +
+          'conflict (a real outcome that contradicts the settled record: check downstream)',
+      ),
     actor: actorSchema,
     via: z.enum(TRANSITION_VIAS).nullable(),
     from: z.enum(LEDGER_STATUSES).nullable(),
@@ -60,14 +74,15 @@ export const toolExecutionWithHistorySchema = z.object({
   history: z.array(ledgerEventSchema),
 });
 
-export const EXECUTION_FILTERS = ['unknown', 'all', ...LEDGER_STATUSES] as const;
+export const EXECUTION_FILTERS = ['unknown', 'all', 'conflict', ...LEDGER_STATUSES] as const;
 
 export const listExecutionsQuery = z.strictObject({
   status: z
     .enum(EXECUTION_FILTERS)
     .default('unknown')
     .describe(
-      'unknown (default): indeterminate calls, and started calls no live worker holds; all; or one status',
+      'unknown (default): indeterminate calls, and started calls no live worker holds; all; ' +
+        'conflict: calls a real outcome contradicted after they were settled; or one status',
     ),
   run_id: runIdSchema.optional(),
   tool: z
@@ -83,6 +98,12 @@ export const resolveBody = z.strictObject({
   reason: reasonSchema,
   result: jsonValueSchema('With completed: the result the tool would have returned').optional(),
   result_reference: z.string().min(1).max(512).nullable().optional(),
+  force: z
+    .boolean()
+    .optional()
+    .describe(
+      'Settle a started call whose attempt may still be running (409 CALL_IN_FLIGHT without it); recorded as forced',
+    ),
 });
 
 export const compensateBody = z.strictObject({ reason: reasonSchema });
@@ -91,8 +112,8 @@ export const compensationSchema = z.object({
   status: z
     .enum(['compensated', 'failed', 'in_progress', 'unknown'])
     .describe(
-      'compensated: undone; failed: the hook refused before acting; in_progress: another request is ' +
-        'running the hook now; unknown: settle the compensation',
+      'compensated: undone; failed: the hook refused before acting; in_progress: the hook is running ' +
+        'now, or its last attempt may still land (it is never run twice); unknown: settle the compensation',
     ),
   record: toolExecutionSchema.describe('The call that was compensated, as it now stands'),
   compensation: toolExecutionSchema.describe('The compensation record, <key>:compensation'),

@@ -1,1 +1,6 @@
-export { PostgresStore, type PostgresStoreOptions } from './postgres-store.js';
+export {
+  PostgresStore,
+  DEFAULT_POSTGRES_TIMEOUTS,
+  type PostgresStoreOptions,
+  type PostgresTimeouts,
+} from './postgres-store.js';

@@ -239,7 +239,9 @@ export class PostgresLedger implements LedgerStore {
       ]);
       const after = await this.get(request.tenantId, request.idempotencyKey);
       if (filed.rowCount === 1) {
-        return kind === 'conflict' ? { applied: false, record: after, conflict: true } : { applied: false, record: after };
+        return kind === 'conflict'
+          ? { applied: false, record: after, conflict: true }
+          : { applied: false, record: after };
       }
       current = after;
     }

@@ -27,6 +27,7 @@ SELECT t.tenant_id AS tenant_id, COUNT(*) AS n, MIN(t.attempt_started_at) AS old
 GROUP BY t.tenant_id`;
 const CALLS_BY_TOOL = `SELECT tool_name, status, COUNT(*) AS n FROM tool_executions GROUP BY tool_name, status`;
 const RUNS_BY_STATUS = `SELECT status, COUNT(*) AS n FROM runs GROUP BY status`;
+const CONFLICTS_BY_TENANT = `SELECT tenant_id, COUNT(*) AS n FROM tool_executions WHERE conflict_at IS NOT NULL GROUP BY tenant_id`;
 
 /** Operators' and metrics' views on PostgreSQL. */
 export class PostgresMonitor implements MonitorStore {
@@ -45,10 +46,11 @@ export class PostgresMonitor implements MonitorStore {
   }
 
   async stats(): Promise<StoreStats> {
-    const [calls, runs, unknown] = await Promise.all([
+    const [calls, runs, unknown, conflicts] = await Promise.all([
       this.db.query<{ tool_name: string; status: string; n: string }>(CALLS_BY_TOOL),
       this.db.query<{ status: string; n: string }>(RUNS_BY_STATUS),
       this.db.query<{ tenant_id: string; n: string; oldest: Date }>(UNKNOWN_BY_TENANT),
+      this.db.query<{ tenant_id: string; n: string }>(CONFLICTS_BY_TENANT),
     ]);
     return {
       calls: calls.rows.map((r) => ({
@@ -62,6 +64,7 @@ export class PostgresMonitor implements MonitorStore {
         count: Number(r.n),
         oldestStartedAt: r.oldest.toISOString(),
       })),
+      conflicts: conflicts.rows.map((r) => ({ tenantId: r.tenant_id, count: Number(r.n) })),
     };
   }
 }

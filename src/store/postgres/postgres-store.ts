@@ -9,15 +9,64 @@ import { PostgresApiKeys } from './api-keys.js';
 import { PostgresLedger, type Queryable } from './ledger.js';
 import { PostgresMonitor } from './monitor.js';
 import { PostgresRuns } from './runs.js';
-import { UNDEFINED_TABLE } from './sqlstate.js';
+import { DEADLOCK_DETECTED, LOCK_NOT_AVAILABLE, SERIALIZATION_FAILURE, UNDEFINED_TABLE } from './sqlstate.js';
 
 /** Any fixed number: two processes migrating at once queue on this advisory lock. */
 const MIGRATION_LOCK = 0x6f6e63656c79;
+
+/**
+ * Server-side limits set on every connection of the pool, so a frozen process cannot hold row locks
+ * for as long as it is frozen and a stuck statement cannot hold a worker forever.
+ */
+export interface PostgresTimeouts {
+  /** `statement_timeout`: the longest one statement may run; default 30000 ms. */
+  readonly statementMs?: number;
+  /** `lock_timeout`: the longest a statement waits for a row lock; default 10000 ms. */
+  readonly lockMs?: number;
+  /**
+   * `idle_in_transaction_session_timeout`: a connection idle inside a transaction this long (its
+   * process froze or hung mid-transaction) is closed by the server and its locks released; default 60000 ms.
+   */
+  readonly idleInTransactionMs?: number;
+}
+
+export const DEFAULT_POSTGRES_TIMEOUTS = {
+  statementMs: 30_000,
+  lockMs: 10_000,
+  idleInTransactionMs: 60_000,
+} as const satisfies Required<PostgresTimeouts>;
 
 export interface PostgresStoreOptions {
   /** Called once at open with a warning the operator must see (e.g. `synchronous_commit` off). */
   readonly warn?: (message: string) => void;
   readonly maxConnections?: number;
+  readonly timeouts?: PostgresTimeouts;
+}
+
+/** SQLSTATEs after which a single statement outside a transaction was rolled back whole: safe to repeat. */
+const TRANSIENT = new Set([SERIALIZATION_FAILURE, DEADLOCK_DETECTED, LOCK_NOT_AVAILABLE]);
+const TRANSIENT_TRIES = 3;
+
+/**
+ * The pool's autocommit statements, each repeated (up to 3 tries, with a short jittered pause) when
+ * the server rolled it back for a transient cause: a serialization failure, a deadlock, a lock it
+ * could not get in time. Every store statement is one atomic compare-and-set or read, so a repeat
+ * is the same statement against the state as it now stands. Statements inside `transaction()` are
+ * not repeated: the caller's transaction fails and its caller decides.
+ */
+function retrying(pool: pg.Pool): Queryable {
+  const query = async (...args: Parameters<pg.Pool['query']>): Promise<unknown> => {
+    for (let tryNo = 1; ; tryNo++) {
+      try {
+        return await (pool.query as (...a: unknown[]) => Promise<unknown>)(...args);
+      } catch (error) {
+        const code = (error as { code?: unknown }).code;
+        if (tryNo >= TRANSIENT_TRIES || typeof code !== 'string' || !TRANSIENT.has(code)) throw error;
+        await new Promise((resolve) => setTimeout(resolve, 5 + Math.floor(Math.random() * 20 * tryNo)));
+      }
+    }
+  };
+  return { query } as unknown as Queryable;
 }
 
 /** The production store: any number of processes on any number of machines share one PostgreSQL. */
@@ -29,17 +78,22 @@ export class PostgresStore implements Store {
   readonly monitor: MonitorStore;
 
   private constructor(private readonly pool: pg.Pool) {
-    this.ledger = new PostgresLedger(pool);
-    this.runs = new PostgresRuns(pool);
-    this.apiKeys = new PostgresApiKeys(pool);
-    this.monitor = new PostgresMonitor(pool);
+    const db = retrying(pool);
+    this.ledger = new PostgresLedger(db);
+    this.runs = new PostgresRuns(db);
+    this.apiKeys = new PostgresApiKeys(db);
+    this.monitor = new PostgresMonitor(db);
   }
 
   static async open(url: string, options: PostgresStoreOptions = {}): Promise<PostgresStore> {
+    const timeouts = { ...DEFAULT_POSTGRES_TIMEOUTS, ...options.timeouts };
     const pool = new pg.Pool({
       connectionString: url,
       max: options.maxConnections ?? 10,
       types: { getTypeParser },
+      statement_timeout: timeouts.statementMs,
+      lock_timeout: timeouts.lockMs,
+      idle_in_transaction_session_timeout: timeouts.idleInTransactionMs,
     });
     // An idle client's error (the server went away) must not crash the process; the next query reports it.
     pool.on('error', () => undefined);
@@ -86,6 +140,9 @@ export class PostgresStore implements Store {
     const applied: string[] = [];
     try {
       await client.query('BEGIN');
+      // A migration may rewrite large tables: the pool's statement and lock timeouts do not apply.
+      await client.query('SET LOCAL statement_timeout = 0');
+      await client.query('SET LOCAL lock_timeout = 0');
       // The lock is taken before anything is read, so a second migrator waits and then sees our rows.
       await client.query('SELECT pg_advisory_xact_lock($1)', [MIGRATION_LOCK]);
       await client.query(`CREATE TABLE IF NOT EXISTS schema_migrations (

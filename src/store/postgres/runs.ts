@@ -275,7 +275,12 @@ export class PostgresRuns implements RunStore {
     return result.rowCount === 1;
   }
 
-  async retry(tenantId: string, runId: string, reason: string, actorId: string): Promise<RunRecord | undefined> {
+  async retry(
+    tenantId: string,
+    runId: string,
+    reason: string,
+    actorId: string,
+  ): Promise<RunRecord | undefined> {
     const { rows } = await this.db.query<RunRow>(RETRY, [tenantId, runId, reason, actorId]);
     return rows[0] === undefined ? undefined : toRun(rows[0]);
   }

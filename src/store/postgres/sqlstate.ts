@@ -2,5 +2,6 @@
 export const UNIQUE_VIOLATION = '23505';
 export const SERIALIZATION_FAILURE = '40001';
 export const DEADLOCK_DETECTED = '40P01';
+export const LOCK_NOT_AVAILABLE = '55P03';
 export const UNDEFINED_TABLE = '42P01';
 export const DUPLICATE_TABLE = '42P07';

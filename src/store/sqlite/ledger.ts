@@ -210,7 +210,11 @@ export class SqliteLedger implements LedgerStore {
     });
     if (row !== undefined) return { applied: true, record };
     if (kind === 'conflict') {
-      this.statements.markConflict.run({ tenantId: request.tenantId, idempotencyKey: request.idempotencyKey, now });
+      this.statements.markConflict.run({
+        tenantId: request.tenantId,
+        idempotencyKey: request.idempotencyKey,
+        now,
+      });
       const marked = this.statements.get.get(request.tenantId, request.idempotencyKey);
       if (marked !== undefined) record = toRecord(marked);
     }

@@ -65,7 +65,13 @@ export class SqliteMonitor implements MonitorStore {
         .prepare<[{ now: string }], { tenant_id: string; n: number; oldest: string }>(UNKNOWN_BY_TENANT)
         .all({ now })
         .map((r) => ({ tenantId: r.tenant_id, count: r.n, oldestStartedAt: r.oldest }));
-      return { calls, runs, unknown };
+      const conflicts = this.db
+        .prepare<[], { tenant_id: string; n: number }>(
+          'SELECT tenant_id, COUNT(*) AS n FROM tool_executions WHERE conflict_at IS NOT NULL GROUP BY tenant_id',
+        )
+        .all()
+        .map((r) => ({ tenantId: r.tenant_id, count: r.n }));
+      return { calls, runs, unknown, conflicts };
     });
   }
 }

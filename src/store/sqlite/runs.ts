@@ -333,7 +333,13 @@ export class SqliteRuns implements RunStore {
             )
             .get(reason, at, tenantId, runId);
           if (row === undefined) return undefined;
-          this.event(tenantId, runId, 'run.status', { status: 'queued', reason, actor: actorId, retry: true }, at);
+          this.event(
+            tenantId,
+            runId,
+            'run.status',
+            { status: 'queued', reason, actor: actorId, retry: true },
+            at,
+          );
           return toRun(this.row(tenantId, runId) ?? row);
         })
         .immediate(),
