@@ -489,7 +489,7 @@ class ReconcileCommand implements LedgerCommand {
     else if (km.status === seen.status && km.version === seen.version) {
       modelMove(km, this.answer, 'reconcile', RECONCILE_ACTOR, value);
     } else {
-      const answered = this.answer as Settlement;
+      const answered = this.answer;
       modelAppend(
         km,
         lossOf(km, answered, seen.attempt),
