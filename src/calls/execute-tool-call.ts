@@ -182,14 +182,20 @@ export async function proceedCall(
   }
 }
 
-/** An unknown outcome that says why nothing ran, and when to look again (null: when its tool answers). */
+/**
+ * An unknown outcome that says why nothing ran, and when to look again: once the attempt's timeout
+ * (plus the margin) has passed, by when an attempt of this process has been aborted too. Null when
+ * that time has passed and an attempt of this process is still running (its tool ignores its
+ * signal): nobody can say when it ends.
+ */
 function waitingOutcome(ledger: Ledger, record: ToolExecutionRecord, why: string): ToolCallOutcome {
   const here = ledger.attemptInFlight(record.tenantId, record.idempotencyKey);
   const until = landsUntil(record, ledger.landingMarginMs);
+  const known = !here || until > Date.now();
   return {
     status: 'unknown',
     record,
-    waiting: { why, retryAt: here ? null : new Date(until).toISOString() },
+    waiting: { why, retryAt: known ? new Date(until).toISOString() : null },
   };
 }
 

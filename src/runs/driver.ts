@@ -125,6 +125,9 @@ export class RunDriver {
     extras: SaveExtras = {},
   ): Promise<boolean> {
     await crashPoint('checkpoint.before-commit');
+    // A driver that knows its lease is gone (it froze past it) writes no checkpoint, even where the
+    // fence would still let it (nobody has claimed the run yet).
+    if (this.lease.lost) return false;
     const runs = tx?.runs ?? this.ledger.store.runs;
     const version = await runs.saveCheckpoint({
       fence: {

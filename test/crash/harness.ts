@@ -17,6 +17,9 @@ export interface CrashHarness {
   worker(env?: Record<string, string>): OncelyProcess;
 }
 
+/** The crash fixture's tool timeout in worker processes: long enough for loopback, short to wait out. */
+export const TOOL_TIMEOUT_MS = 1_500;
+
 export function useCrashHarness(kind: StoreKind, config: string, leaseMs: number): CrashHarness {
   const processes: OncelyProcess[] = [];
   const harness = {} as { opened: OpenedStore; runtime: Runtime; billing: BillingService };
@@ -46,6 +49,7 @@ export function useCrashHarness(kind: StoreKind, config: string, leaseMs: number
       const args = ['worker', '-c', config, '--database-url', harness.opened.url];
       const p = new OncelyProcess([...args, '--lease-ms', String(leaseMs), '--poll-ms', '50'], {
         BILLING_URL: harness.billing.url,
+        TOOL_TIMEOUT_MS: String(TOOL_TIMEOUT_MS),
         ...env,
       });
       processes.push(p);

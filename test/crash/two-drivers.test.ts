@@ -8,22 +8,30 @@ import { useCrashHarness } from './harness.js';
 
 /*
  * Two worker processes drive one run. Worker A reserves the credit and is frozen (SIGSTOP) before its
- * request goes out, past its lease. Worker B claims the run with a higher epoch, asks the reconcile
- * hook (nothing downstream yet), runs the call again under the same key and completes the run. Then
- * A thaws: whatever it still sends carries the same key, its writes are fenced out, and it stands
- * down. The billing service counts one credit.
+ * request goes out, past its lease. Worker B claims the run with a higher epoch, but A's attempt may
+ * still land (a frozen process is not a dead one), so B waits until it is older than the tool's
+ * timeout plus the margin; only then does it ask the reconcile hook (nothing downstream yet), run the
+ * call again under the same key and complete the run. Then A thaws: it knows its lease is gone,
+ * sends nothing more, its writes are fenced out, and it stands down. The billing service counts one
+ * credit.
  */
 
 const CONFIG = fileURLToPath(new URL('fixture/one-credit.yaml', import.meta.url));
 const LEASE_MS = 600;
 const TENANT = 'acme';
+/** one-credit.yaml's runtime.landing_margin_ms. */
+const LANDING_MARGIN_MS = 300;
+/** The credit's timeout here: long enough that B, started after A froze, must wait for it. */
+const TIMEOUT_MS = 3_000;
+/** Event times are the database's, to the millisecond; allow for the truncation. */
+const CLOCK_SLACK_MS = 5;
 
 describe.each(STORE_KINDS)('two worker processes driving one run on %s', (kind) => {
   const h = useCrashHarness(kind, CONFIG, LEASE_MS);
 
   it('lets one of them drive: the frozen one stands down, one credit per key', async () => {
     const { run } = await h.runtime.startRun({ tenantId: TENANT, agent: 'one-credit', input: 'go' });
-    const a = h.worker({ SLOW_MS: '2500' });
+    const a = h.worker({ SLOW_MS: '2500', TOOL_TIMEOUT_MS: String(TIMEOUT_MS) });
     const reserved = await waitFor(
       'worker A to reserve the credit',
       async () => (await h.opened.store.ledger.list(TENANT, { runId: run.runId, limit: 1 }))[0],
@@ -33,7 +41,7 @@ describe.each(STORE_KINDS)('two worker processes driving one run on %s', (kind) 
     a.child.kill('SIGSTOP');
     await sleep(LEASE_MS * 2); // A's lease runs out while it is frozen
 
-    const b = h.worker({ SLOW_MS: '0' });
+    const b = h.worker({ SLOW_MS: '0', TOOL_TIMEOUT_MS: String(TIMEOUT_MS) });
     const done = await waitFor(
       `run ${run.runId} to complete`,
       async (): Promise<RunRecord | undefined> => {
@@ -42,7 +50,8 @@ describe.each(STORE_KINDS)('two worker processes driving one run on %s', (kind) 
       },
       20_000,
     );
-    expect(done.leaseEpoch).toBe(2);
+    // B claimed it twice: once to find A's attempt still able to land (and let go), once to finish.
+    expect(done.leaseEpoch).toBe(3);
     expect(await b.stop()).toEqual({ code: 0, signal: null });
 
     a.child.kill('SIGCONT');
@@ -62,16 +71,25 @@ describe.each(STORE_KINDS)('two worker processes driving one run on %s', (kind) 
     const moves = history.map((e) => `${e.kind}:${e.via ?? ''}:${e.from ?? ''}->${e.to ?? ''}`);
     expect(moves.slice(0, 4)).toEqual([
       'transition:reserve:->started', // A
-      'transition:reconcile:started->failed', // B's hook: nothing downstream yet
+      'transition:reconcile:started->failed', // B's hook, once A's attempt could no longer land
       'transition:reserve:failed->started', // B, attempt 2, same key
       'transition:outcome:started->completed', // B
     ]);
+    // B did not touch the call while A's attempt might still land: its timeout plus the margin.
+    const [first, asked] = history;
+    expect(Date.parse(asked?.at ?? '') - Date.parse(first?.at ?? '')).toBeGreaterThanOrEqual(
+      TIMEOUT_MS + LANDING_MARGIN_MS - CLOCK_SLACK_MS,
+    );
+    const waited = (await h.opened.store.runs.events(TENANT, run.runId, 0, 100)).filter(
+      (e) => e.type === 'run.status' && (e.data as { cause?: string }).cause === 'waiting',
+    );
+    expect(waited.length).toBeGreaterThanOrEqual(1);
     // A, thawed: its request was aborted (lease lost) or deduplicated by the key; either way its
-    // outcome is recorded as ignored and changes nothing.
+    // outcome is recorded as ignored (the same key on a keyed downstream: no conflict).
     expect(moves.slice(4)).toHaveLength(1);
     expect(moves[4]).toMatch(/^ignored:outcome:completed->(indeterminate|completed)$/);
     expect(history.at(-1)?.actor.id).toBe(history[0]?.actor.id); // A's own, ignored
     const final = await h.opened.store.runs.get(TENANT, run.runId);
-    expect(final).toMatchObject({ status: 'completed', leaseEpoch: 2, result: { text: 'Credited.' } });
+    expect(final).toMatchObject({ status: 'completed', leaseEpoch: 3, result: { text: 'Credited.' } });
   });
 });
