@@ -375,12 +375,14 @@ describe.each(STORE_KINDS)('the promise at its edges, guarded calls on %s', (kin
 
       const forced = await resolveToolCall(ledger, { ...resolveFailed(key), force: true });
       expect(forced).toMatchObject({ status: 'failed', settledBy: { kind: 'operator', id: 'ops-ana' } });
-      expect((await store.ledger.history(TENANT, key)).at(-1)).toMatchObject({
+      const last = (await store.ledger.history(TENANT, key)).at(-1);
+      expect(last).toMatchObject({
         kind: 'transition',
         via: 'resolve',
         reason: 'forced: no SMS in the gateway log',
-        detail: { forced: true, mayStillBeRunning: expect.stringMatching(/live driver/) },
+        detail: { forced: true },
       });
+      expect((last?.detail as { mayStillBeRunning?: string }).mayStillBeRunning).toMatch(/live driver/);
     });
 
     it('never runs a compensation twice: resolving a running one is refused, a second request answers in progress, and a forced failed does not re-open it while it may land', async () => {
