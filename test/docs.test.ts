@@ -3,7 +3,7 @@ import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { ERROR_CODES } from '../src/errors/index.js';
 import { CRASH_POINTS } from '../src/crash/index.js';
-import { TRANSITIONS } from '../src/ledger/index.js';
+import { CALL_DECISION_TABLE, TRANSITIONS } from '../src/ledger/index.js';
 import * as heard from '../src/runs/heard.js';
 
 const read = (path: string): string => readFileSync(new URL(`../${path}`, import.meta.url), 'utf8');
@@ -22,6 +22,16 @@ describe('docs stay true to the code', () => {
       .map((m) => `${m[1] === '(no record)' ? 'null' : m[1]}>${m[2]}>${m[3]}`);
     const table = TRANSITIONS.map((t) => `${t.from ?? 'null'}>${t.to}>${t.via}`);
     expect(rows.sort()).toEqual([...table].sort());
+  });
+
+  it('docs/ledger.md shows the decision table row by row, in the order the code matches it', () => {
+    const doc = read('docs/ledger.md');
+    const section = doc.slice(
+      doc.indexOf('## What happens to a call'),
+      doc.indexOf('**An attempt may still land**'),
+    );
+    const actions = [...section.matchAll(/^\|[^|\n]+\|\s*`([a-z_]+)`\s*\|$/gm)].map((m) => m[1]);
+    expect(actions).toEqual(CALL_DECISION_TABLE.map((row) => row.action));
   });
 
   it('docs/ledger.md shows the reservation statement the PostgreSQL store runs', () => {

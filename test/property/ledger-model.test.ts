@@ -166,8 +166,15 @@ function modelAppend(
  * an effect that landed on a call settled failed or on a key re-opened since; a call found not taken
  * that is recorded as taken, at the same attempt.
  */
-function lossOf(km: KeyModel, to: Outcome | Settlement, attempt: number): 'conflict' | 'ignored' {
-  if (to === 'completed' && (km.status === 'failed' || attempt < km.attempt)) return 'conflict';
+function lossOf(
+  km: KeyModel,
+  to: Outcome | Settlement,
+  attempt: number,
+  keyed: boolean,
+): 'conflict' | 'ignored' {
+  if (to === 'completed' && km.status === 'failed') return 'conflict';
+  // Two attempts of one key are one effect on a downstream that honours the key, two on one that does not.
+  if (to === 'completed' && attempt < km.attempt && !keyed) return 'conflict';
   if (to === 'failed' && attempt === km.attempt && (km.status === 'completed' || km.status === 'compensated'))
     return 'conflict';
   return 'ignored';
@@ -380,9 +387,9 @@ async function sendOutcome(
     const written = await r.store.ledger.transition(request);
     expect(written.applied).toBe(applies);
     if (applies) modelMove(km, to, 'outcome', actor, value);
-    else modelAppend(km, lossOf(km, to, view.attempt), to, 'outcome', actor, view.attempt);
+    else modelAppend(km, lossOf(km, to, view.attempt, false), to, 'outcome', actor, view.attempt);
     expect(!written.applied && written.conflict === true).toBe(
-      !applies && lossOf(km, to, view.attempt) === 'conflict' && km.events.at(-1)?.kind === 'conflict',
+      !applies && lossOf(km, to, view.attempt, false) === 'conflict' && km.events.at(-1)?.kind === 'conflict',
     );
     if (applies && to === 'indeterminate' && written.record !== undefined) {
       heldViews(m, view.owner, call).push(viewOf(view.owner, written.record));
@@ -492,7 +499,7 @@ class ReconcileCommand implements LedgerCommand {
       const answered = this.answer;
       modelAppend(
         km,
-        lossOf(km, answered, seen.attempt),
+        lossOf(km, answered, seen.attempt, MODEL_TOOL.downstreamAcceptsKey),
         answered,
         'reconcile',
         RECONCILE_ACTOR,

@@ -13,6 +13,8 @@ export interface Seeds {
   readonly approvalKey: string;
   /** A live viewer key of acme (revocable). */
   readonly keyId: string;
+  /** A failed run (retryable). */
+  readonly failedRunId: string;
 }
 
 export interface Endpoint {
@@ -88,6 +90,14 @@ export const ENDPOINTS: readonly Endpoint[] = [
     body: () => ({ reason: 'no longer needed' }),
   },
   {
+    method: 'POST',
+    route: '/v1/runs/:run_id/retry',
+    role: 'operator',
+    kind: 'record',
+    path: (s) => `/v1/runs/${s.failedRunId}/retry`,
+    body: () => ({ reason: 'the provider is back' }),
+  },
+  {
     method: 'GET',
     route: '/v1/runs/:run_id/events',
     role: 'viewer',
@@ -137,11 +147,34 @@ export async function seed(h: ApiHarness): Promise<Seeds> {
   const runId = await h.drivenRun('approval-agent');
   const [approval] = await h.store.runs.approvalsOfRun(TENANT, runId);
   const spare = await createApiKey(h.store.apiKeys, { tenantId: TENANT, actorId: 'spare', role: 'viewer' });
+  const failedRunId = await failedRun(h);
   return {
     unknownKey: unknown.idempotencyKey,
     completedKey: completed.idempotencyKey,
     runId,
     approvalKey: approval!.idempotencyKey,
     keyId: spare.record.keyId,
+    failedRunId,
   };
+}
+
+/** A run that ended failed (as a model that stayed down would leave it). */
+async function failedRun(h: ApiHarness): Promise<string> {
+  const { run } = await h.runtime.startRun({ tenantId: TENANT, agent: 'credit-agent', input: 'seeded' });
+  const claimed = await h.store.runs.claim(TENANT, run.runId, 'seed', 60_000);
+  if (claimed === undefined) throw new Error('could not claim the seeded run');
+  const saved = await h.store.runs.saveCheckpoint({
+    fence: {
+      tenantId: TENANT,
+      runId: run.runId,
+      leaseEpoch: claimed.leaseEpoch,
+      checkpointVersion: claimed.checkpointVersion,
+    },
+    checkpoint: claimed.checkpoint,
+    status: 'failed',
+    error: { code: 'MODEL_CALL_FAILED', message: 'the provider stayed down' },
+    reason: 'the provider stayed down',
+  });
+  if (saved === undefined) throw new Error('could not fail the seeded run');
+  return run.runId;
 }
