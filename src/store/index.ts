@@ -13,7 +13,13 @@ export type {
   SchemaState,
   MigrationReport,
 } from './store.js';
-export { openStore, connectStore, DEFAULT_DATABASE_URL, type OpenStoreOptions } from './open-store.js';
+export {
+  openStore,
+  connectStore,
+  timeoutsFromEnv,
+  DEFAULT_DATABASE_URL,
+  type OpenStoreOptions,
+} from './open-store.js';
 export { assertSchemaCurrent } from './migrations.js';
 export { SqliteStore } from './sqlite/index.js';
 export {

@@ -120,16 +120,30 @@ export class PostgresStore implements Store {
 
   async transaction<T>(fn: (tx: StoreTx) => Promise<T>): Promise<T> {
     const client = await this.pool.connect();
+    // A checked-out client whose connection the server ends (idle in transaction too long, a
+    // restart) emits 'error'; unheard, that would crash the process. The statement in flight
+    // rejects with it, and the transaction fails as it should.
+    let broken: Error | undefined;
+    const onError = (error: Error): void => {
+      broken = error;
+    };
+    client.on('error', onError);
     try {
       await client.query('BEGIN');
       const value = await fn({ ledger: new PostgresLedger(client), runs: new PostgresRuns(client) });
       await client.query('COMMIT');
       return value;
     } catch (error) {
-      await client.query('ROLLBACK').catch(() => undefined);
+      const rolledBack = await client.query('ROLLBACK').then(
+        () => true,
+        () => false,
+      );
+      // A connection that cannot even roll back is not given back to the pool.
+      if (!rolledBack) broken ??= error instanceof Error ? error : new Error(String(error));
       throw error;
     } finally {
-      client.release();
+      client.removeListener('error', onError);
+      client.release(broken);
     }
   }
 
