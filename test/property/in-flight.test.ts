@@ -152,9 +152,12 @@ describe.each(STORE_KINDS)('attempts in flight and late outcomes, against the gu
     });
     await fc.assert(
       fc.asyncProperty(fc.commands(COMMANDS, { maxCommands: 25, size: 'max' }), async (commands) => {
-        let world!: World;
-        const tool = makeTool(() => world);
-        world = {
+        const holder: { world?: World } = {};
+        const tool = makeTool(() => {
+          if (holder.world === undefined) throw new Error('the world is not made yet');
+          return holder.world;
+        });
+        const world: World = {
           ledger,
           store: opened.store,
           runId: `model_${process.pid}_${++runs}`,
@@ -164,6 +167,7 @@ describe.each(STORE_KINDS)('attempts in flight and late outcomes, against the gu
           violations: [],
           tool,
         };
+        holder.world = world;
         await fc.asyncModelRun(() => ({ model: {}, real: world }), commands);
         // Whatever is still on the wire is lost now; then every late outcome is written.
         for (const wire of world.wires.splice(0)) wire.drop();
