@@ -193,7 +193,7 @@ function pathWith(e: Endpoint, seeds: Seeds, value: string): string {
           ? seeds.completedKey
           : seeds.unknownKey
         : undefined,
-    run_id: seeds.runId,
+    run_id: e.route.endsWith('/retry') ? seeds.failedRunId : seeds.runId,
     key_id: seeds.keyId,
   }[param];
   return real.replace(encodeURIComponent(actual!), segment(value));
@@ -246,6 +246,7 @@ describe.each(DIALECTS)('fuzzing every body and path parameter on %s', (dialect)
         seeds.runId,
         seeds.approvalKey,
         seeds.keyId,
+        seeds.failedRunId,
       ]);
       await fc.assert(
         fc.asyncProperty(
