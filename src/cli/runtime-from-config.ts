@@ -1,3 +1,4 @@
+import type { LedgerLog } from '../calls/index.js';
 import { loadConfig, type OncelyConfig } from '../config/index.js';
 import { openRuntime, type Runtime } from '../runs/index.js';
 import { DEFAULT_DATABASE_URL, openStore, type Store } from '../store/index.js';
@@ -8,6 +9,8 @@ export interface RuntimeFlags {
   readonly leaseMs?: number;
   /** Wraps the store before the runtime gets it (`serve` times ledger operations for `/metrics`). */
   readonly wrapStore?: (store: Store) => Store;
+  /** Where ledger conflicts are logged at error level (the command's pino logger). */
+  readonly log?: LedgerLog;
 }
 
 /**
@@ -25,6 +28,7 @@ export async function runtimeFromConfig(
     agents: [...config.agents.values()],
     ...(flags.leaseMs === undefined ? {} : { leaseMs: flags.leaseMs }),
     ...config.runtime,
+    ...(flags.log === undefined ? {} : { log: flags.log }),
   };
   if (flags.wrapStore === undefined) {
     const runtime = await openRuntime({ databaseUrl: url, ...common });

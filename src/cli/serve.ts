@@ -65,7 +65,11 @@ export function serveCommand(): Command {
 async function serve(flags: ServeFlags): Promise<void> {
   const log = createLogger('oncely-serve');
   const metrics = new ApiMetrics();
-  const opened = await runtimeFromConfig({ ...flags, wrapStore: (store) => metrics.instrument(store) });
+  const opened = await runtimeFromConfig({
+    ...flags,
+    log,
+    wrapStore: (store) => metrics.instrument(store),
+  });
   const { runtime, config, url } = opened;
   let worker: Worker | undefined;
   try {

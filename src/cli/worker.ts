@@ -42,7 +42,7 @@ export function workerCommand(): Command {
     .option('--poll-ms <ms>', 'how long to wait when there is no work', positiveInt('--poll-ms'), 1000)
     .action(async (flags: WorkerFlags) => {
       const log = createLogger('oncely-worker');
-      const { runtime, config, url } = await runtimeFromConfig(flags);
+      const { runtime, config, url } = await runtimeFromConfig({ ...flags, log });
       const worker = startWorker(runtime, {
         concurrency: flags.concurrency,
         pollMs: flags.pollMs,

@@ -216,6 +216,62 @@ describe('the operator CLI against a running API', () => {
     const missing = await oncely(['runs', 'show', 'run_nope'], env);
     expect(missing.code).toBe(1);
     expect(missing.stderr).toContain('RUN_NOT_FOUND');
+    const notFailed = await oncely(['runs', 'retry', runId, '--reason', 'try again'], env);
+    expect([notFailed.code, notFailed.stderr]).toEqual([1, expect.stringContaining('RUN_NOT_RETRYABLE')]);
+  });
+
+  it('runs retry queues a failed run again, and executions resolve --force settles a call in flight', async () => {
+    const { run } = await h.runtime.startRun({ tenantId: TENANT, agent: 'credit-agent', input: 'retry me' });
+    const claimed = await h.store.runs.claim(TENANT, run.runId, 'cli-test', 60_000);
+    const failed = await h.store.runs.saveCheckpoint({
+      fence: {
+        tenantId: TENANT,
+        runId: run.runId,
+        leaseEpoch: claimed!.leaseEpoch,
+        checkpointVersion: claimed!.checkpointVersion,
+      },
+      checkpoint: claimed!.checkpoint,
+      status: 'failed',
+      error: { code: 'MODEL_CALL_FAILED', message: 'the provider stayed down' },
+      reason: 'the provider stayed down',
+    });
+    expect(failed).toBeDefined();
+    const noReason = await oncely(['runs', 'retry', run.runId], env);
+    expect(noReason.code).not.toBe(0);
+    const retried = await oncely(['runs', 'retry', run.runId, '--reason', 'the provider is back'], env);
+    expect([retried.code, retried.stdout]).toEqual([
+      0,
+      `${run.runId} is queued: a worker drives it from its last checkpoint\n`,
+    ]);
+    expect(await h.store.runs.get(TENANT, run.runId)).toMatchObject({ status: 'queued', error: null });
+
+    const started = await h.seedCall('started');
+    const refused = await oncely(
+      ['executions', 'resolve', started.idempotencyKey, '--status', 'failed', '--reason', 'not sent'],
+      env,
+    );
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toContain('CALL_IN_FLIGHT');
+    const forced = await oncely(
+      [
+        'executions',
+        'resolve',
+        started.idempotencyKey,
+        '--status',
+        'failed',
+        '--reason',
+        'not sent',
+        '--force',
+      ],
+      env,
+    );
+    expect([forced.code, forced.stdout]).toEqual([0, `${started.idempotencyKey} is now failed\n`]);
+    const history = await h.store.ledger.history(TENANT, started.idempotencyKey);
+    expect(history.at(-1)).toMatchObject({
+      via: 'resolve',
+      reason: 'forced: not sent',
+      detail: { forced: true },
+    });
   });
 
   it('errors say what to do: no key, a bad key, a viewer key, no server', async () => {
@@ -258,6 +314,7 @@ describe('docs/cli.md', () => {
       'runs list',
       'runs show',
       'runs cancel',
+      'runs retry',
       'keys create',
       'keys list',
       'keys revoke',
