@@ -14,7 +14,7 @@ import {
   type PreparedCall,
   type ToolCallRequest,
 } from './prepare.js';
-import { reconcileHookOf, reconcileRecord } from './reconcile.js';
+import { reconcileHookOf, reconcileRecord } from './settlement.js';
 import { keepListening, recordOutcome, vanished, type RecordPlan } from './record-outcome.js';
 
 export interface CallOptions {

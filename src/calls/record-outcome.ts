@@ -3,6 +3,7 @@ import { toJsonValue, type Actor, type JsonValue, type ToolExecutionRecord } fro
 import type { LedgerStore, TransitionRequest, TransitionResult } from '../store/index.js';
 import type { AttemptOutcome, LateOutcome } from './attempt.js';
 import type { Ledger } from './ledger.js';
+import { reportLoss } from './settlement.js';
 
 export interface RecordPlan {
   readonly ledger: Ledger;
@@ -69,17 +70,6 @@ export function keepListening(plan: RecordPlan, outcome: AttemptOutcome, written
   if (outcome.kind !== 'indeterminate' || !written.applied) return;
   const recorded = written.record;
   plan.ledger.track(outcome.late.then((late) => recordLate(plan, recorded, late)));
-}
-
-/** An outcome that lost its compare-and-set and contradicted the record: log it at error level. */
-export function reportLoss(
-  ledger: Ledger,
-  result: TransitionResult,
-  observed: string,
-  attempt: number,
-): void {
-  if (result.applied || result.conflict !== true) return;
-  ledger.reportConflict(result.record, `attempt ${attempt} reported it ${observed}`, attempt);
 }
 
 export function vanished(record: ToolExecutionRecord): OncelyError {

@@ -3,6 +3,7 @@ import { isUnknownStatus, toJsonValue, type JsonValue, type ToolExecutionRecord 
 import type { LedgerStore } from '../store/index.js';
 import type { Ledger } from './ledger.js';
 import { operatorInput } from './operator-input.js';
+import { stillRunning } from './settlement.js';
 
 export interface ResolveRequest {
   readonly tenantId: string;
@@ -80,27 +81,6 @@ export async function resolveToolCall(ledger: Ledger, request: ResolveRequest): 
   const current = await ledger.store.ledger.get(input.tenantId, input.key);
   if (current === undefined) throw notFound(input.key);
   throw alreadySettled(current);
-}
-
-/**
- * Why a `started` call's attempt may still be running, or undefined when it can no longer land: an
- * attempt of this process still out, a live lease on its run (not for a compensation, which no run
- * drives), or an attempt younger than its timeout plus the margin.
- */
-async function stillRunning(ledger: Ledger, record: ToolExecutionRecord): Promise<string | undefined> {
-  if (ledger.attemptInFlight(record.tenantId, record.idempotencyKey)) {
-    return 'its attempt is still running in this process';
-  }
-  if (record.compensationOf === null) {
-    const run = await ledger.store.runs.get(record.tenantId, record.runId);
-    const live =
-      run?.status === 'running' && run.leaseExpiresAt !== null && Date.parse(run.leaseExpiresAt) > Date.now();
-    if (live) return `run ${record.runId} is held by a live driver (${run.leaseOwner ?? 'unknown'})`;
-  }
-  if (ledger.mayLand(record)) {
-    return `its attempt started at ${record.attemptStartedAt} and may run for ${record.attemptTimeoutMs ?? 0} ms (plus ${ledger.landingMarginMs} ms)`;
-  }
-  return undefined;
 }
 
 /** The compensation of `record.compensationOf` took effect: its call is now `compensated`. */

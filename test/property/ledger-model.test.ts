@@ -3,7 +3,7 @@ import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { Ledger, executeToolCall, resolveToolCall, type ToolCallOutcome } from '../../src/calls/index.js';
-import { reconcileRecord } from '../../src/calls/reconcile.js';
+import { reconcileRecord } from '../../src/calls/settlement.js';
 import { ToolNotAttemptedError } from '../../src/errors/index.js';
 import {
   argsDigest,

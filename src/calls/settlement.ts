@@ -1,5 +1,12 @@
+/*
+ * Settlement, in one module: what a reconcile hook's answer does (raced against the tool's timeout,
+ * validated, then the decision table's hook-answer rule), whether a started call's attempt may still
+ * be running (an operator's resolve refuses it without force), and how a real outcome that
+ * contradicts a settled record is made loud.
+ */
 import { OncelyError, errorInfo } from '../errors/index.js';
 import { decideHookAnswer, toJsonValue, type JsonValue, type ToolExecutionRecord } from '../ledger/index.js';
+import type { TransitionResult } from '../store/index.js';
 import type { ReconcileHook, Tool } from '../tools/index.js';
 import type { Ledger } from './ledger.js';
 
@@ -186,4 +193,36 @@ function describe(value: unknown): string {
   } catch {
     return 'a value that is not JSON';
   }
+}
+
+/**
+ * Why a `started` call's attempt may still be running, or undefined when it can no longer land: an
+ * attempt of this process still out, a live lease on its run (not for a compensation, which no run
+ * drives), or an attempt younger than its timeout plus the margin.
+ */
+export async function stillRunning(ledger: Ledger, record: ToolExecutionRecord): Promise<string | undefined> {
+  if (ledger.attemptInFlight(record.tenantId, record.idempotencyKey)) {
+    return 'its attempt is still running in this process';
+  }
+  if (record.compensationOf === null) {
+    const run = await ledger.store.runs.get(record.tenantId, record.runId);
+    const live =
+      run?.status === 'running' && run.leaseExpiresAt !== null && Date.parse(run.leaseExpiresAt) > Date.now();
+    if (live) return `run ${record.runId} is held by a live driver (${run.leaseOwner ?? 'unknown'})`;
+  }
+  if (ledger.mayLand(record)) {
+    return `its attempt started at ${record.attemptStartedAt} and may run for ${record.attemptTimeoutMs ?? 0} ms (plus ${ledger.landingMarginMs} ms)`;
+  }
+  return undefined;
+}
+
+/** An outcome that lost its compare-and-set and contradicted the record: log it at error level. */
+export function reportLoss(
+  ledger: Ledger,
+  result: TransitionResult,
+  observed: string,
+  attempt: number,
+): void {
+  if (result.applied || result.conflict !== true) return;
+  ledger.reportConflict(result.record, `attempt ${attempt} reported it ${observed}`, attempt);
 }
