@@ -44,7 +44,7 @@ export async function approvalsToConsume(
     });
     if (action === 'reserve') consume.push(call);
     else refused.push({ call, approval, action });
-    if (action === 'request_approval') asked.push(newApproval(call));
+    if (action === 'request_approval') asked.push(approvalOf(call));
   }
   if (asked.length > 0) await ledger.store.runs.createApprovals(asked);
   const first = refused[0];
@@ -63,7 +63,8 @@ export async function consumeApproval(tx: StoreTx, call: PreparedCall): Promise<
   );
 }
 
-function newApproval(call: PreparedCall): NewApproval {
+/** The approval a call asks for: bound to its key and its arguments' digest. */
+export function approvalOf(call: PreparedCall): NewApproval {
   const { request } = call;
   return {
     tenantId: request.tenantId,

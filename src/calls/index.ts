@@ -18,4 +18,4 @@ export { prepareCall, assertBatch, type PreparedCall } from './prepare.js';
 export { outcomeTransition, recordOutcome } from './record-outcome.js';
 export { assertActorId, operatorReason, REASON_MAX } from './operator-input.js';
 export { reconcileHookOf, reconcileRecord, reportLoss, stillRunning } from './settlement.js';
-export { decideToolApproval, type ApprovalDecision } from './approvals.js';
+export { approvalOf, decideToolApproval, type ApprovalDecision } from './approvals.js';

@@ -1,5 +1,6 @@
 import { isOncelyError } from '../errors/index.js';
 import {
+  approvalOf,
   outcomeOfRecord,
   prepareCall,
   type Ledger,
@@ -173,18 +174,6 @@ async function compensatedHeard(context: PlanContext, record: ToolExecutionRecor
   const history = await context.ledger.store.ledger.history(record.tenantId, record.idempotencyKey);
   const undo = history.findLast((e) => e.kind === 'transition' && e.to === 'compensated');
   return heardCompensated(record.result, undo?.reason ?? null);
-}
-
-function approvalOf(call: PreparedCall): NewApproval {
-  const { request } = call;
-  return {
-    tenantId: request.tenantId,
-    idempotencyKey: request.idempotencyKey,
-    runId: request.runId,
-    toolName: request.toolName,
-    args: request.args,
-    argsDigest: request.argsDigest,
-  };
 }
 
 async function readRecords(

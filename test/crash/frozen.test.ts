@@ -4,7 +4,7 @@ import { describe, expect, it } from 'vitest';
 import type { RunRecord } from '../../src/run-state/index.js';
 import { waitFor } from '../support/processes.js';
 import { STORE_KINDS } from '../support/stores.js';
-import { useCrashHarness } from './harness.js';
+import { useCrashHarness, type CrashHarness } from './harness.js';
 
 /*
  * Frozen and hung worker processes, for real (SIGSTOP / SIGCONT, a hook that never answers):
@@ -20,6 +20,18 @@ const fixture = (name: string): string => fileURLToPath(new URL(`fixture/${name}
 
 const reserveMoves = (moves: readonly string[]): number =>
   moves.filter((m) => m.includes(':reserve:')).length;
+
+/** Waits (20 s at most) until the run is in `status`, and returns it. */
+function runReaches(h: CrashHarness, runId: string, status: RunRecord['status']): Promise<RunRecord> {
+  return waitFor(
+    `run ${runId} to be ${status}`,
+    async () => {
+      const now = await h.opened.store.runs.get(TENANT, runId);
+      return now?.status === status ? now : undefined;
+    },
+    20_000,
+  );
+}
 
 describe.each(STORE_KINDS)('frozen worker processes on %s', (kind) => {
   describe('an unkeyed charge', () => {
@@ -53,14 +65,7 @@ describe.each(STORE_KINDS)('frozen worker processes on %s', (kind) => {
       expect((await h.opened.store.ledger.get(TENANT, reserved.idempotencyKey))?.attempt).toBe(1);
 
       a.child.kill('SIGCONT'); // A's request goes out now, before its attempt's deadline
-      const done = await waitFor(
-        `run ${run.runId} to complete`,
-        async (): Promise<RunRecord | undefined> => {
-          const now = await h.opened.store.runs.get(TENANT, run.runId);
-          return now?.status === 'completed' ? now : undefined;
-        },
-        20_000,
-      );
+      const done = await runReaches(h, run.runId, 'completed');
       expect(done.result).toEqual({ text: 'Charged.' });
       expect(await b.stop()).toEqual({ code: 0, signal: null });
       expect(await a.stop()).toEqual({ code: 0, signal: null });
@@ -105,14 +110,7 @@ describe.each(STORE_KINDS)('frozen worker processes on %s', (kind) => {
       expect(h.billing.appliedFor(key)).toHaveLength(0); // its aborted request never left
 
       const b = h.worker(env);
-      const done = await waitFor(
-        `run ${run.runId} to complete`,
-        async (): Promise<RunRecord | undefined> => {
-          const now = await h.opened.store.runs.get(TENANT, run.runId);
-          return now?.status === 'completed' ? now : undefined;
-        },
-        20_000,
-      );
+      const done = await runReaches(h, run.runId, 'completed');
       expect(done.result).toEqual({ text: 'Credited.' });
       expect(await b.stop()).toEqual({ code: 0, signal: null });
       expect(h.billing.effectsFor(key)).toBe(1);
@@ -126,26 +124,14 @@ describe.each(STORE_KINDS)('frozen worker processes on %s', (kind) => {
     it('pauses its run, while the same worker goes on claiming other runs and stops on SIGTERM', async () => {
       const worker = h.worker();
       const hung = (await h.runtime.startRun({ tenantId: TENANT, agent: 'hung', input: 'go' })).run;
-      const paused = await waitFor(
-        `run ${hung.runId} to pause`,
-        async (): Promise<RunRecord | undefined> => {
-          const now = await h.opened.store.runs.get(TENANT, hung.runId);
-          return now?.status === 'awaiting_reconciliation' ? now : undefined;
-        },
-        20_000,
-      );
+      const paused = await runReaches(h, hung.runId, 'awaiting_reconciliation');
       expect(paused.statusReason).toMatch(/is unknown/);
       const key = `${hung.runId}:${paused.checkpoint.pending?.calls[0]?.toolCallId ?? ''}`;
       const notes = (await h.opened.store.ledger.history(TENANT, key)).filter((e) => e.kind === 'note');
       expect(notes.at(-1)?.reason).toMatch(/did not answer within 200 ms/);
 
       const fine = (await h.runtime.startRun({ tenantId: TENANT, agent: 'one-credit', input: 'go' })).run;
-      await waitFor(
-        `run ${fine.runId} to complete`,
-        async () =>
-          (await h.opened.store.runs.get(TENANT, fine.runId))?.status === 'completed' ? true : undefined,
-        20_000,
-      );
+      await runReaches(h, fine.runId, 'completed');
       const stopping = Date.now();
       expect(await worker.stop(10_000)).toEqual({ code: 0, signal: null });
       expect(Date.now() - stopping).toBeLessThan(10_000);
