@@ -28,6 +28,10 @@ export interface ApiContext {
   readonly events: { readonly pollMs: number; readonly heartbeatMs: number };
   /** Open event streams, ended when the server closes. */
   readonly streams: Set<AbortController>;
+  /** Open event streams per API key id, for the per-key limit. */
+  readonly streamsByKey: Map<string, number>;
+  /** At most this many open streams per key, and in all. */
+  readonly streamLimits: { readonly perKey: number; readonly total: number };
 }
 
 /** OpenAPI: the routes a key opens, and how it is sent. */

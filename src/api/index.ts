@@ -2,6 +2,8 @@ export {
   buildApiServer,
   routesOf,
   DEFAULT_BODY_LIMIT,
+  DEFAULT_MAX_STREAMS,
+  DEFAULT_MAX_STREAMS_PER_KEY,
   type ApiServerOptions,
   type ApiRoute,
 } from './server.js';

@@ -47,7 +47,14 @@ export interface ApiServerOptions {
   readonly eventPollMs?: number;
   /** How often an idle event stream sends a keep-alive comment; default 15 s. */
   readonly heartbeatMs?: number;
+  /** Open event streams one API key may hold at once; default 16. More answer 429. */
+  readonly maxStreamsPerKey?: number;
+  /** Open event streams this server holds at once, over every key; default 1000. More answer 429. */
+  readonly maxStreams?: number;
 }
+
+export const DEFAULT_MAX_STREAMS_PER_KEY = 16;
+export const DEFAULT_MAX_STREAMS = 1_000;
 
 /**
  * The operator HTTP API on a runtime: tool executions, runs, approvals, API keys, health, metrics and
@@ -65,6 +72,11 @@ export async function buildApiServer(options: ApiServerOptions): Promise<ApiApp>
     metrics: options.metrics ?? new ApiMetrics(),
     events: { pollMs: options.eventPollMs ?? 500, heartbeatMs: options.heartbeatMs ?? 15_000 },
     streams: new Set(),
+    streamsByKey: new Map(),
+    streamLimits: {
+      perKey: options.maxStreamsPerKey ?? DEFAULT_MAX_STREAMS_PER_KEY,
+      total: options.maxStreams ?? DEFAULT_MAX_STREAMS,
+    },
   };
   installHooks(app, ctx);
   await app.register(fastifySwagger, openApiOptions());

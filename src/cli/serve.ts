@@ -1,5 +1,11 @@
 import { Command, InvalidArgumentError, Option } from 'commander';
-import { ApiMetrics, DEFAULT_BODY_LIMIT, buildApiServer } from '../api/index.js';
+import {
+  ApiMetrics,
+  DEFAULT_BODY_LIMIT,
+  DEFAULT_MAX_STREAMS,
+  DEFAULT_MAX_STREAMS_PER_KEY,
+  buildApiServer,
+} from '../api/index.js';
 import { startWorker, type Worker } from '../worker/index.js';
 import { shownUrl } from './config.js';
 import { createLogger } from './logger.js';
@@ -17,6 +23,8 @@ interface ServeFlags {
   leaseMs: number;
   pollMs: number;
   bodyLimit: number;
+  maxStreamsPerKey: number;
+  maxStreams: number;
 }
 
 function portNumber(value: string): number {
@@ -59,6 +67,18 @@ export function serveCommand(): Command {
       positiveInt('--body-limit'),
       DEFAULT_BODY_LIMIT,
     )
+    .option(
+      '--max-streams-per-key <n>',
+      'open event streams one API key may hold at once (more answer 429)',
+      positiveInt('--max-streams-per-key'),
+      DEFAULT_MAX_STREAMS_PER_KEY,
+    )
+    .option(
+      '--max-streams <n>',
+      'open event streams this server holds at once (more answer 429)',
+      positiveInt('--max-streams'),
+      DEFAULT_MAX_STREAMS,
+    )
     .action(serve);
 }
 
@@ -73,7 +93,14 @@ async function serve(flags: ServeFlags): Promise<void> {
   const { runtime, config, url } = opened;
   let worker: Worker | undefined;
   try {
-    const app = await buildApiServer({ runtime, logger: log, metrics, bodyLimit: flags.bodyLimit });
+    const app = await buildApiServer({
+      runtime,
+      logger: log,
+      metrics,
+      bodyLimit: flags.bodyLimit,
+      maxStreamsPerKey: flags.maxStreamsPerKey,
+      maxStreams: flags.maxStreams,
+    });
     const address = await app.listen({ host: flags.host, port: flags.port });
     if (flags.worker) {
       worker = startWorker(runtime, { concurrency: flags.concurrency, pollMs: flags.pollMs, log });

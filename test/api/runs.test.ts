@@ -1,6 +1,6 @@
 /* eslint-disable @typescript-eslint/no-unsafe-member-access, @typescript-eslint/no-unsafe-call, @typescript-eslint/no-unsafe-assignment -- HTTP answers are JSON of no static type, read by assertions */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { buildApiServer } from '../../src/api/index.js';
+import { buildApiServer, createApiKey } from '../../src/api/index.js';
 import { DIALECTS, TENANT, ApiHarness } from './support/harness.js';
 
 interface SseEvent {
@@ -31,9 +31,10 @@ async function readEvents(
           .filter((l) => !l.startsWith(':') && l.includes(': '))
           .map((l) => [l.slice(0, l.indexOf(': ')), l.slice(l.indexOf(': ') + 2)]),
       );
-      if (fields.id !== undefined) {
+      // Run events carry an id; the server's own notices (stream.closed) only an event name.
+      if (fields.id !== undefined || fields.event !== undefined) {
         events.push({
-          id: Number(fields.id),
+          id: fields.id === undefined ? Number.NaN : Number(fields.id),
           event: fields.event!,
           data: JSON.parse(fields.data!) as SseEvent['data'],
         });
@@ -237,6 +238,77 @@ describe.each(DIALECTS)('runs over HTTP on %s', (dialect) => {
       const events = await reading;
       expect(Date.now() - started).toBeLessThan(3_000);
       expect(events.map((e) => e.event)).toContain('approval.requested');
+    });
+
+    it('ends a key’s open streams within a second of its revocation, on every API process', async () => {
+      const runId = await h.drivenRun('approval-agent'); // waits: its stream would never end by itself
+      const { key, record } = await createApiKey(h.store.apiKeys, {
+        tenantId: TENANT,
+        actorId: 'watcher',
+        role: 'viewer',
+      });
+      // A second API process on the same database holds the stream; the revocation goes through the first.
+      const other = await buildApiServer({ runtime: h.runtime, eventPollMs: 50 });
+      const otherBase = await other.listen({ host: '127.0.0.1', port: 0 });
+      try {
+        const response = await fetch(`${otherBase}/v1/runs/${runId}/events`, {
+          headers: { authorization: `Bearer ${key}` },
+        });
+        expect(response.status).toBe(200);
+        const reading = readEvents(response);
+        await new Promise((resolve) => setTimeout(resolve, 200));
+        const revoked = await h.request('POST', `/v1/api-keys/${record.keyId}/revoke`, { key: h.keys.admin });
+        expect(revoked.status).toBe(200);
+        const at = Date.now();
+        const events = await reading;
+        expect(Date.now() - at).toBeLessThan(1_500);
+        expect(events.at(-1)?.event).toBe('stream.closed');
+        const again = await fetch(`${otherBase}/v1/runs/${runId}/events`, {
+          headers: { authorization: `Bearer ${key}` },
+        });
+        expect(again.status).toBe(401);
+        await again.body?.cancel();
+      } finally {
+        await other.close();
+      }
+    });
+
+    it('limits the open streams of one key and of the server, answering 429 in the envelope', async () => {
+      const runId = await h.drivenRun('approval-agent');
+      const limited = await buildApiServer({
+        runtime: h.runtime,
+        eventPollMs: 50,
+        maxStreamsPerKey: 2,
+        maxStreams: 3,
+      });
+      const base = await limited.listen({ host: '127.0.0.1', port: 0 });
+      const open = (key: string) =>
+        fetch(`${base}/v1/runs/${runId}/events`, { headers: { authorization: `Bearer ${key}` } });
+      const held: Response[] = [];
+      try {
+        held.push(await open(h.keys.viewer), await open(h.keys.viewer));
+        expect(held.map((r) => r.status)).toEqual([200, 200]);
+        const third = await open(h.keys.viewer);
+        expect(third.status).toBe(429);
+        expect(await third.json()).toEqual({
+          error: { code: 'API_TOO_MANY_STREAMS', message: expect.stringMatching(/this key holds 2/) },
+        });
+        held.push(await open(h.keys.operator));
+        expect(held.at(-1)?.status).toBe(200);
+        const overServer = await open(h.keys.admin);
+        expect(overServer.status).toBe(429);
+        expect(((await overServer.json()) as { error: { message: string } }).error.message).toMatch(
+          /this server holds 3/,
+        );
+        await held.shift()?.body?.cancel(); // one closes: the key may open another
+        await new Promise((resolve) => setTimeout(resolve, 100));
+        const after = await open(h.keys.viewer);
+        expect(after.status).toBe(200);
+        held.push(after);
+      } finally {
+        for (const r of held) await r.body?.cancel().catch(() => undefined);
+        await limited.close();
+      }
     });
 
     it("answers 404 for another tenant's run and 400 for a malformed Last-Event-ID", async () => {

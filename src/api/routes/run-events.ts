@@ -1,12 +1,13 @@
 import { Readable } from 'node:stream';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { z } from 'zod';
+import { OncelyError } from '../../errors/index.js';
 import { isFinalRunStatus } from '../../run-state/index.js';
 import type { Store } from '../../store/index.js';
 import { principal } from '../auth/authenticate.js';
 import { BEARER, type ApiApp, type ApiContext } from '../context.js';
 import { toRunEvent } from '../present.js';
-import { authErrors, runIdSchema } from '../schemas/common.js';
+import { authErrors, errorEnvelopeSchema, runIdSchema } from '../schemas/common.js';
 import { runEventsQuery } from '../schemas/runs.js';
 
 const BATCH = 100;
@@ -36,23 +37,28 @@ const schema = {
       content: { 'text/event-stream': { schema: z.string() } },
     },
     ...authErrors,
+    429: errorEnvelopeSchema,
   },
 };
 
 export function runEventRoutes(app: ApiApp, ctx: ApiContext): void {
   app.get('/v1/runs/:run_id/events', { config: { role: 'viewer' }, schema }, async (request, reply) => {
-    const { tenantId } = principal(request);
+    const key = principal(request);
+    const { tenantId } = key;
     const { run_id: runId } = request.params;
     await ctx.runtime.getRun(tenantId, runId); // 404 before the stream starts
     const header = request.headers['last-event-id'];
     const after = request.query.after ?? (header === undefined ? 0 : Number(header));
+    const release = admitStream(ctx, key.keyId);
     const stop = new AbortController();
     ctx.streams.add(stop);
     reply.raw.on('close', () => {
       stop.abort();
       ctx.streams.delete(stop);
+      release();
     });
-    const lines = eventLines(ctx.store, { tenantId, runId, after }, ctx.events, stop.signal);
+    const live = { tenantId, keyId: key.keyId };
+    const lines = eventLines(ctx.store, { tenantId, runId, after }, ctx.events, stop.signal, live);
     return (
       reply
         .header('content-type', 'text/event-stream; charset=utf-8')
@@ -68,6 +74,32 @@ export function runEventRoutes(app: ApiApp, ctx: ApiContext): void {
 }
 
 /**
+ * Counts a new stream against its key's limit and the server's, or refuses it with 429
+ * `API_TOO_MANY_STREAMS`. Returns the release to call once, when the stream ends.
+ */
+function admitStream(ctx: ApiContext, keyId: string): () => void {
+  const { perKey, total } = ctx.streamLimits;
+  const held = ctx.streamsByKey.get(keyId) ?? 0;
+  if (held >= perKey || ctx.streams.size >= total) {
+    const which =
+      held >= perKey ? `this key holds ${held}, its most` : `this server holds ${ctx.streams.size}, its most`;
+    throw new OncelyError(
+      'API_TOO_MANY_STREAMS',
+      `too many open event streams (${which}); close one, or follow fewer runs at once`,
+    );
+  }
+  ctx.streamsByKey.set(keyId, held + 1);
+  let released = false;
+  return () => {
+    if (released) return;
+    released = true;
+    const left = (ctx.streamsByKey.get(keyId) ?? 1) - 1;
+    if (left <= 0) ctx.streamsByKey.delete(keyId);
+    else ctx.streamsByKey.set(keyId, left);
+  };
+}
+
+/**
  * The stream's text: every event after `after`, in id order, then new ones as they are written,
  * until the run is final and nothing is left to send (or the client goes away).
  */
@@ -76,11 +108,23 @@ async function* eventLines(
   at: { tenantId: string; runId: string; after: number },
   timing: { pollMs: number; heartbeatMs: number },
   signal: AbortSignal,
+  key: { tenantId: string; keyId: string },
 ): AsyncGenerator<string> {
   let last = at.after;
   let lastWrite = Date.now();
+  let keyCheckedAt = Date.now();
   yield `retry: 2000\n: events of ${at.runId}\n\n`;
   while (!signal.aborted) {
+    // The key is looked up again at least every second, in the database: a key revoked through any
+    // API process ends its streams on every process.
+    if (Date.now() - keyCheckedAt >= Math.min(1_000, timing.pollMs)) {
+      keyCheckedAt = Date.now();
+      const live = await store.apiKeys.get(key.tenantId, key.keyId);
+      if (live === undefined || live.revokedAt !== null) {
+        yield `event: stream.closed\ndata: ${JSON.stringify({ reason: 'the API key was revoked' })}\n\n`;
+        return;
+      }
+    }
     // Status first: a final status's own event is written with it, so it is in the read that follows.
     const run = await store.runs.get(at.tenantId, at.runId);
     const events = await store.runs.events(at.tenantId, at.runId, last, BATCH);
