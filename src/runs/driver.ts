@@ -61,6 +61,8 @@ export class RunDriver {
   #version: number;
   /** This process wrote the pending calls just now (see `PlanContext.fresh`). */
   #fresh = false;
+  /** Model outages in a row as this drive knows them: the claim's count, 0 once the model answers. */
+  #modelOutages: number;
 
   constructor(options: DriverOptions, run: RunRecord) {
     this.ledger = options.ledger;
@@ -72,6 +74,7 @@ export class RunDriver {
     this.run = run;
     this.#checkpoint = run.checkpoint;
     this.#version = run.checkpointVersion;
+    this.#modelOutages = run.modelOutages;
     this.lease = new Lease({
       runs: options.ledger.store.runs,
       tenantId: run.tenantId,
@@ -149,6 +152,7 @@ export class RunDriver {
     this.#checkpoint = checkpoint;
     this.#version = version;
     this.#fresh = false;
+    if (extras.modelAnswered === true) this.#modelOutages = 0;
     return true;
   }
 
@@ -192,7 +196,7 @@ export class RunDriver {
 
   /** A transient model failure: wait it out with backoff, up to the agent's budget, then fail. */
   private async modelOutage(checkpoint: Checkpoint, info: ErrorInfo): Promise<DriveEnd> {
-    const outages = this.run.modelOutages + 1;
+    const outages = this.#modelOutages + 1;
     const budget = this.agent.modelOutageRetries;
     if (outages > budget) {
       const reason =
