@@ -105,6 +105,8 @@ function createApp(options: ApiServerOptions): ApiApp {
       sendError(error, request, reply);
     },
   }).withTypeProvider<ZodTypeProvider>();
+  // Only JSON bodies: a text/plain body answers 415, as any other type does, not a 400 about JSON.
+  app.removeContentTypeParser('text/plain');
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);
   app.decorateRequest('principal', null);
@@ -121,6 +123,12 @@ function installHooks(app: ApiApp, ctx: ApiContext): void {
     for (const method of [route.method].flat()) routes.push({ method, url: route.url });
   });
   app.addHook('onRequest', authenticator(ctx.store.apiKeys));
+  // Answers are data, never something to sniff, render or cache (an event stream says no-cache itself).
+  app.addHook('onSend', async (_request, reply, payload) => {
+    reply.header('x-content-type-options', 'nosniff');
+    if (!reply.hasHeader('cache-control')) reply.header('cache-control', 'no-store');
+    return payload;
+  });
   // Open event streams would otherwise hold the server open until their clients leave.
   app.addHook('preClose', (done) => {
     for (const stream of ctx.streams) stream.abort();

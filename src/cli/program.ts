@@ -9,6 +9,7 @@ import { migrateCommand } from './migrate.js';
 import { runsCommand } from './runs.js';
 import { serveCommand } from './serve.js';
 import { workerCommand } from './worker.js';
+import { printable } from './table.js';
 
 function packageVersion(): string {
   const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as {
@@ -44,7 +45,8 @@ export async function runCli(argv: readonly string[]): Promise<number> {
   } catch (error) {
     if (error instanceof CommanderError) return error.exitCode;
     if (isOncelyError(error)) {
-      process.stderr.write(`oncely: ${error.code}: ${error.message}\n`);
+      // A message can carry what a client or an operator wrote: never let it drive the terminal.
+      process.stderr.write(`oncely: ${error.code}: ${printable(error.message)}\n`);
       return 1;
     }
     process.stderr.write(

@@ -28,5 +28,18 @@ export function clip(text: string | null | undefined, max = 60): string {
 
 /** Writes `value` as JSON (for `--json`) or the text a person reads. */
 export function output(json: boolean | undefined, value: unknown, text: () => string): void {
-  process.stdout.write(json === true ? `${JSON.stringify(value, null, 2)}\n` : text());
+  process.stdout.write(json === true ? `${JSON.stringify(value, null, 2)}\n` : printable(text()));
 }
+
+/**
+ * Text safe to print on a terminal: control characters other than newline and tab (an escape
+ * sequence in an operator's reason, a carriage return that overwrites a line) are shown as `\u001b`
+ * and the like instead of being obeyed.
+ */
+export function printable(text: string): string {
+  return text.replace(UNPRINTABLE, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+}
+
+/** C0 controls but tab and newline, DEL, C1 controls, and the Unicode line and paragraph separators. */
+// eslint-disable-next-line no-control-regex -- finding control characters is the point
+const UNPRINTABLE = new RegExp('[\\u0000-\\u0008\\u000b-\\u001f\\u007f-\\u009f\\u2028\\u2029]', 'g');
