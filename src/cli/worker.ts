@@ -4,6 +4,7 @@ import { shownUrl } from './config.js';
 import { createLogger } from './logger.js';
 import { runtimeFromConfig } from './runtime-from-config.js';
 import { stopped } from './signals.js';
+import { OncelyError } from '../errors/index.js';
 
 interface WorkerFlags {
   config: string;
@@ -42,7 +43,16 @@ export function workerCommand(): Command {
     .option('--poll-ms <ms>', 'how long to wait when there is no work', positiveInt('--poll-ms'), 1000)
     .action(async (flags: WorkerFlags) => {
       const log = createLogger('oncely-worker');
-      const { runtime, config, url } = await runtimeFromConfig({ ...flags, log });
+      const opened = await runtimeFromConfig({ ...flags, log });
+      const { runtime, config, url } = opened;
+      if (config.agents.size === 0) {
+        await opened.close();
+        throw new OncelyError(
+          'CONFIG_INVALID',
+          `${flags.config} defines no agents, so this worker could drive no run; add agents to it ` +
+            '(a worker claims only runs of the agents in its configuration)',
+        );
+      }
       const worker = startWorker(runtime, {
         concurrency: flags.concurrency,
         pollMs: flags.pollMs,

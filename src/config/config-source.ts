@@ -1,6 +1,9 @@
 import { isMap, isPair, isScalar, isSeq, LineCounter, parseDocument, type Document } from 'yaml';
 import { OncelyError } from '../errors/index.js';
 
+/** Expansions of aliases a configuration may make; the YAML library's own default. */
+const MAX_ALIASES = 100;
+
 /** A problem at a path of the document; `atKey` points at the key itself (an unknown key). */
 export interface ConfigProblem {
   readonly path: readonly PropertyKey[];
@@ -39,6 +42,23 @@ export class ConfigSource {
       });
     }
     return new ConfigSource(shownPath, doc, lines);
+  }
+
+  /**
+   * The document as plain values. Aliases are expanded at most `MAX_ALIASES` times: a file whose
+   * aliases would expand without bound (a "billion laughs") is refused with `CONFIG_INVALID`.
+   */
+  value(): unknown {
+    try {
+      return this.doc.toJS({ maxAliasCount: MAX_ALIASES }) as unknown;
+    } catch (cause) {
+      throw new OncelyError(
+        'CONFIG_INVALID',
+        `${this.shownPath}: its YAML aliases expand too far (more than ${MAX_ALIASES} uses); ` +
+          'write the values out instead of nesting aliases',
+        { cause, details: { file: this.shownPath } },
+      );
+    }
   }
 
   /** `file:line:col: path: message`, at the deepest node of the path that exists. */

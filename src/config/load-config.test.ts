@@ -135,6 +135,21 @@ describe('loadConfig', () => {
     );
   });
 
+  it('refuses a file whose YAML aliases would expand without bound, with a coded one-line error', async () => {
+    const bomb = [
+      'a: &a ["x", "x", "x", "x", "x", "x", "x", "x", "x", "x"]',
+      'b: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a, *a]',
+      'c: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b, *b]',
+      'd: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c, *c]',
+      'e: [*d, *d, *d, *d, *d, *d, *d, *d, *d, *d]',
+      '',
+    ].join('\n');
+    const { file, message } = await refusal(bomb);
+    expect(message).toBe(
+      `${file}: its YAML aliases expand too far (more than 100 uses); write the values out instead of nesting aliases`,
+    );
+  });
+
   it('refuses wrong types and missing fields', async () => {
     const { file, message } = await refusal(
       VALID.replace('max_steps: 10', 'max_steps: ten').replace('    instructions: Say hello.\n', ''),

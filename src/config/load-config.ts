@@ -47,7 +47,7 @@ export async function loadConfig(path: string, options: LoadConfigOptions = {}):
   const env = options.env ?? process.env;
   const file = resolve(path);
   const source = ConfigSource.parse(path, await readText(path, file));
-  const value: unknown = source.doc.toJS() ?? {};
+  const value: unknown = source.value() ?? {};
   const parsed = configDocumentSchema.safeParse(value);
   if (!parsed.success) throw source.error(problemsOf(parsed.error, configDocumentSchema, value));
   const doc = parsed.data;

@@ -1,6 +1,8 @@
 /* eslint-disable @typescript-eslint/no-unsafe-member-access, @typescript-eslint/no-unsafe-call -- HTTP answers are JSON of no static type, read by assertions */
 import { createHash } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { createServer } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { OncelyProcess } from '../support/processes.js';
@@ -272,6 +274,27 @@ describe('the operator CLI against a running API', () => {
       reason: 'forced: not sent',
       detail: { forced: true },
     });
+  });
+
+  it('worker refuses to start when its configuration defines no agents', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'oncely-no-agents-'));
+    try {
+      const config = join(dir, 'oncely.yaml');
+      writeFileSync(config, 'storage: {}\n');
+      const ran = await oncely([
+        'worker',
+        '-c',
+        config,
+        '--database-url',
+        `sqlite:${join(dir, 'db.sqlite')}`,
+      ]);
+      expect(ran.code).toBe(1);
+      expect(ran.stderr).toContain(
+        `oncely: CONFIG_INVALID: ${config} defines no agents, so this worker could drive no run`,
+      );
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it('errors say what to do: no key, a bad key, a viewer key, no server', async () => {
