@@ -2,7 +2,6 @@ import { OncelyError } from '../errors/index.js';
 import {
   argsDigest,
   compensationKey,
-  decideCall,
   type Actor,
   type LedgerStatus,
   type ToolExecutionRecord,
@@ -125,15 +124,7 @@ async function reserveCompensation(
   if (reservation === undefined) throw new Error('reserve returned nothing');
   if (reservation.kind === 'reserved') return reservation;
   const existing = reservation.record;
-  const { action } = decideCall({
-    record: { status: existing.status, settledBy: existing.settledBy?.kind ?? null },
-    approval: 'not_needed',
-    caller: 'guarded',
-    hasHook: false,
-    mayLand: ledger.mayLand(existing),
-    attemptsExhausted: ledger.attemptsExhausted(existing),
-  });
-  if (action !== 'reopen') return reservation;
+  if (ledger.decide(existing, 'guarded', false).action !== 'reopen') return reservation;
   const [reopened] = await ledger.store.ledger.reserve(
     [{ ...request, reopenVersion: existing.version }],
     actor,

@@ -1,5 +1,5 @@
 import { crashPoint } from '../crash/index.js';
-import { decideCall, landsUntil, type ToolExecutionRecord } from '../ledger/index.js';
+import { landsUntil, type ToolExecutionRecord } from '../ledger/index.js';
 import type { ReserveRequest, ReserveResult, TransitionResult } from '../store/index.js';
 import { approvalsToConsume, consumeApproval } from './approvals.js';
 import type { Tool } from '../tools/index.js';
@@ -129,15 +129,8 @@ export async function proceedCall(
   const record = reservation.record;
   assertSameCall(call, record);
   const hook = reconcileHookOf(call.tool);
-  const mayLand = ledger.mayLand(record);
-  const decision = decideCall({
-    record: { status: record.status, settledBy: record.settledBy?.kind ?? null },
-    approval: 'not_needed',
-    caller: options.caller,
-    hasHook: hook !== undefined,
-    mayLand,
-    attemptsExhausted: ledger.attemptsExhausted(record),
-  });
+  const decision = ledger.decide(record, options.caller, hook !== undefined);
+  const { mayLand } = decision;
   const settled = (outcome: ToolCallOutcome): CallProgress => ({ kind: 'settled', outcome });
   const again = (next: ToolExecutionRecord): Promise<CallProgress> =>
     proceedCall(ledger, call, { kind: 'existing', record: next }, options, round + 1, asked);

@@ -15,7 +15,7 @@ export {
   type Reserve,
 } from './execute-tool-call.js';
 export { prepareCall, assertBatch, type PreparedCall } from './prepare.js';
-export { outcomeTransition, recordOutcome } from './record-outcome.js';
+export { outcomeTransition, recordOutcome, reported } from './record-outcome.js';
 export { assertActorId, operatorReason, REASON_MAX } from './operator-input.js';
 export { reconcileHookOf, reconcileRecord, reportLoss, stillRunning } from './settlement.js';
 export { approvalOf, decideToolApproval, type ApprovalDecision } from './approvals.js';

@@ -4,7 +4,10 @@ import {
   DEFAULT_LANDING_MARGIN_MS,
   DEFAULT_MAX_ATTEMPTS,
   attemptMayLand,
+  decideCall,
   type Actor,
+  type CallDecision,
+  type CallFacts,
   type ToolExecutionRecord,
 } from '../ledger/index.js';
 import { openStore, type OpenStoreOptions, type Store } from '../store/index.js';
@@ -80,14 +83,32 @@ export class Ledger {
   }
 
   /** Whether the record's last attempt may still land, as far as this process can tell. */
-  mayLand(record: ToolExecutionRecord, options: { otherLeaseLive?: boolean; nowMs?: number } = {}): boolean {
+  mayLand(record: ToolExecutionRecord): boolean {
     return attemptMayLand({
       record,
       inFlightHere: this.attemptInFlight(record.tenantId, record.idempotencyKey),
-      otherLeaseLive: options.otherLeaseLive ?? false,
-      nowMs: options.nowMs ?? Date.now(),
+      otherLeaseLive: false,
+      nowMs: Date.now(),
       marginMs: this.landingMarginMs,
     });
+  }
+
+  /** What the decision table says of an existing record, with the facts this process knows. */
+  decide(
+    record: ToolExecutionRecord,
+    caller: CallFacts['caller'],
+    hasHook: boolean,
+  ): CallDecision & { readonly mayLand: boolean } {
+    const mayLand = this.mayLand(record);
+    const decision = decideCall({
+      record: { status: record.status, settledBy: record.settledBy?.kind ?? null },
+      approval: 'not_needed',
+      caller,
+      hasHook,
+      mayLand,
+      attemptsExhausted: this.attemptsExhausted(record),
+    });
+    return { ...decision, mayLand };
   }
 
   /** The key has had its maximum of attempts. */

@@ -22,7 +22,7 @@ export interface RecordPlan {
  */
 export async function recordOutcome(plan: RecordPlan, outcome: AttemptOutcome): Promise<ToolExecutionRecord> {
   const result = await write(plan, plan.record, outcome);
-  reportLoss(plan.ledger, result, outcome.kind, plan.record.attempt);
+  reportLoss(plan.ledger, result, reported(plan.record.attempt, outcome.kind), plan.record.attempt);
   keepListening(plan, outcome, result);
   if (result.record === undefined) throw vanished(plan.record);
   return result.record;
@@ -72,6 +72,11 @@ export function keepListening(plan: RecordPlan, outcome: AttemptOutcome, written
   plan.ledger.track(outcome.late.then((late) => recordLate(plan, recorded, late)));
 }
 
+/** How an attempt's own outcome is named in a conflict's log line. */
+export function reported(attempt: number, kind: string): string {
+  return `attempt ${attempt} reported it ${kind}`;
+}
+
 export function vanished(record: ToolExecutionRecord): OncelyError {
   return new OncelyError(
     'LEDGER_RECORD_NOT_FOUND',
@@ -83,7 +88,7 @@ async function recordLate(plan: RecordPlan, record: ToolExecutionRecord, late: L
   if (late.kind === 'unknown') return;
   try {
     const result = await write(plan, record, late, 'late outcome of the attempt that timed out');
-    reportLoss(plan.ledger, result, late.kind, record.attempt);
+    reportLoss(plan.ledger, result, reported(record.attempt, late.kind), record.attempt);
   } catch (error) {
     process.emitWarning(
       `oncely: could not record the late outcome of ${record.idempotencyKey}: ${errorInfo(error).message}`,

@@ -34,8 +34,6 @@ type Answer =
 
 export interface ReconcileOptions {
   readonly signal?: AbortSignal | undefined;
-  /** The run the call belongs to is held by another live driver (its attempt may still land). */
-  readonly otherLeaseLive?: boolean;
 }
 
 /**
@@ -56,7 +54,7 @@ export async function reconcileRecord(
   const answer = await askHook(hook, record, tool, options.signal);
   const actor = { kind: 'reconcile' as const, id: `${RECONCILE_ACTOR}:${tool.name}` };
   const where = { tenantId: record.tenantId, idempotencyKey: record.idempotencyKey };
-  const mayLand = ledger.mayLand(record, { otherLeaseLive: options.otherLeaseLive ?? false });
+  const mayLand = ledger.mayLand(record);
   const decided = decideHookAnswer(answer.status, {
     mayLand,
     attemptsExhausted: ledger.attemptsExhausted(record),
@@ -101,9 +99,7 @@ export async function reconcileRecord(
             message: (answer.status === 'failed' ? answer.reason : null) ?? 'did not take effect',
           },
         });
-  if (!written.applied && written.conflict === true) {
-    ledger.reportConflict(written.record, `the reconcile hook found it ${answer.status}`, record.attempt);
-  }
+  reportLoss(ledger, written, `the reconcile hook found it ${answer.status}`, record.attempt);
   return written.record ?? record;
 }
 
@@ -217,12 +213,7 @@ export async function stillRunning(ledger: Ledger, record: ToolExecutionRecord):
 }
 
 /** An outcome that lost its compare-and-set and contradicted the record: log it at error level. */
-export function reportLoss(
-  ledger: Ledger,
-  result: TransitionResult,
-  observed: string,
-  attempt: number,
-): void {
+export function reportLoss(ledger: Ledger, result: TransitionResult, what: string, attempt: number): void {
   if (result.applied || result.conflict !== true) return;
-  ledger.reportConflict(result.record, `attempt ${attempt} reported it ${observed}`, attempt);
+  ledger.reportConflict(result.record, what, attempt);
 }

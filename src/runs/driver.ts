@@ -33,6 +33,11 @@ export type DriveEnd =
 export const DEFAULT_RETRY_BASE_MS = 1_000;
 const MAX_RETRY_DELAY_MS = 60_000;
 
+/** A delay as people read it: `1.5 s`. */
+export function inSeconds(ms: number): string {
+  return `${Math.round(ms / 100) / 10} s`;
+}
+
 /** The n-th retry's delay (n from 1): base, 2 base, 4 base, … up to a minute. */
 export function retryDelay(baseMs: number, n: number): number {
   return Math.min(MAX_RETRY_DELAY_MS, baseMs * 2 ** Math.max(0, n - 1));
@@ -211,7 +216,7 @@ export class RunDriver {
     const delayMs = retryDelay(this.retryBaseMs, outages);
     const reason =
       `the model is unavailable (${outages} of ${budget} waits): ${info.message}; ` +
-      `trying the step again in ${Math.round(delayMs / 100) / 10} s`;
+      `trying the step again in ${inSeconds(delayMs)}`;
     return this.release(undefined, 'model_outage', delayMs, reason, info);
   }
 

@@ -28,7 +28,7 @@ import type { ApprovalRecord, RunRecord } from '../run-state/index.js';
 import { openStore, type Store, type WaitingCursor } from '../store/index.js';
 import type { Tool } from '../tools/index.js';
 import { decideApproval, type ApprovalDecision } from './decisions.js';
-import { DEFAULT_RETRY_BASE_MS, RunDriver, retryDelay, type DriveEnd } from './driver.js';
+import { DEFAULT_RETRY_BASE_MS, RunDriver, inSeconds, retryDelay, type DriveEnd } from './driver.js';
 import { initialMessages } from './messages.js';
 import { resumeIfReady, sweepWaiting } from './resume.js';
 
@@ -254,7 +254,7 @@ export class Runtime {
         delayMs,
         reason:
           `drive ${run.driveAttempts} of at most ${this.maxDriveAttempts} failed: ${info.message}; ` +
-          `trying again in ${Math.round(delayMs / 100) / 10} s`,
+          `trying again in ${inSeconds(delayMs)}`,
         lastError: info,
       });
     } catch {

@@ -7,6 +7,7 @@ import {
   recordOutcome,
   recordPlanOf,
   reportLoss,
+  reported,
   type CallProgress,
   type PreparedCall,
   type Reserve,
@@ -16,7 +17,7 @@ import { crashPoint } from '../crash/index.js';
 import { OncelyError, errorInfo } from '../errors/index.js';
 import type { Checkpoint, PendingCall } from '../run-state/index.js';
 import type { RunEventInput, StoreTx, TransitionResult } from '../store/index.js';
-import type { DriveEnd, RunDriver } from './driver.js';
+import { inSeconds, type DriveEnd, type RunDriver } from './driver.js';
 import { heardOf } from './heard.js';
 import { toolMessage } from './messages.js';
 import { planStep, type StepPlan } from './plan-step.js';
@@ -176,13 +177,13 @@ async function commit(
       return decide(driver, tx, told, plan, mayPassAgain);
     });
   } catch (error) {
-    // The step's commit failed (a lost connection, a fenced-out save): what the calls came to is
-    // still the truth, so record it on its own before the drive stands down.
+    // The step's commit failed (a lost connection, a lock or statement timeout): what the calls came
+    // to is still the truth, so record it on its own before the drive stands down.
     await recordInHand(driver, progress);
     throw error;
   }
   for (const [p, written] of writes) {
-    reportLoss(driver.ledger, written, p.attempt.kind, p.record.attempt);
+    reportLoss(driver.ledger, written, reported(p.record.attempt, p.attempt.kind), p.record.attempt);
     afterWrite(driver.ledger, p, written);
   }
   await crashPoint('tool.after-record');
@@ -258,7 +259,7 @@ async function decide(
       const keys = told.unknown.map((c) => `${driver.run.runId}:${c.toolCallId}`).join(', ');
       const reason =
         `tool call ${keys} may still be running in another process (its attempt has not timed out yet); ` +
-        `looking again in ${Math.round(delayMs / 100) / 10} s`;
+        `looking again in ${inSeconds(delayMs)}`;
       return driver.release(tx, 'waiting', delayMs, reason);
     }
     if (driver.agent.toolPolicy.onIndeterminate === 'fail') return failUnknown(driver, tx, waiting, told);

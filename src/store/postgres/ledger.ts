@@ -237,12 +237,11 @@ export class PostgresLedger implements LedgerStore {
         current.version,
         request.attempt ?? current.attempt,
       ]);
+      // Filed against the version read: an ignored outcome left that record as it was; a conflict
+      // marked it, so it is read again.
+      if (filed.rowCount === 1 && kind === 'ignored') return { applied: false, record: current };
       const after = await this.get(request.tenantId, request.idempotencyKey);
-      if (filed.rowCount === 1) {
-        return kind === 'conflict'
-          ? { applied: false, record: after, conflict: true }
-          : { applied: false, record: after };
-      }
+      if (filed.rowCount === 1) return { applied: false, record: after, conflict: true };
       current = after;
     }
     return { applied: false, record: current };

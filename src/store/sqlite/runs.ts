@@ -340,7 +340,7 @@ export class SqliteRuns implements RunStore {
             { status: 'queued', reason, actor: actorId, retry: true },
             at,
           );
-          return toRun(this.row(tenantId, runId) ?? row);
+          return toRun(row);
         })
         .immediate(),
     );
