@@ -44,6 +44,8 @@ export const HTTP_STATUS = {
   MODEL_OUTPUT_INVALID: 502,
   STORE_URL_INVALID: 500,
   STORE_UNAVAILABLE: 503,
+  STORE_NOT_FOUND: 503,
+  STORE_FILE_REPLACED: 503,
   SCHEMA_OUTDATED: 503,
   SCHEMA_TOO_NEW: 503,
   SCHEMA_MIGRATION_FAILED: 500,
@@ -52,6 +54,8 @@ export const HTTP_STATUS = {
   API_FORBIDDEN: 403,
   API_REQUEST_INVALID: 400,
   API_REQUEST_TOO_LARGE: 413,
+  API_HEADERS_TOO_LARGE: 431,
+  API_REQUEST_TIMEOUT: 408,
   API_MEDIA_TYPE_UNSUPPORTED: 415,
   API_ROUTE_NOT_FOUND: 404,
   API_KEY_NOT_FOUND: 404,
@@ -66,6 +70,19 @@ export const HTTP_STATUS = {
   RUN_RETRIES_EXCEEDED: 500,
   RUN_NOT_RETRYABLE: 409,
 } as const satisfies Record<ErrorCode, number>;
+
+/**
+ * `Retry-After` (seconds) for the answers that mean "not now": the store being down, slow or locked
+ * (retry soon), a schema or file the operator must mend (retry later), too many open streams.
+ */
+export const RETRY_AFTER_S: Partial<Record<ErrorCode, number>> = {
+  STORE_UNAVAILABLE: 5,
+  STORE_NOT_FOUND: 60,
+  STORE_FILE_REPLACED: 60,
+  SCHEMA_OUTDATED: 30,
+  SCHEMA_TOO_NEW: 30,
+  API_TOO_MANY_STREAMS: 5,
+};
 
 /** The body of every error answer: `{ "error": { "code", "message" } }`, plus the record a 409 is about. */
 export interface ErrorEnvelope {
@@ -137,6 +154,8 @@ export function sendError(error: unknown, request: FastifyRequest, reply: Fastif
   const { status, body } = errorResponse(error);
   if (status >= 500) request.log.error({ err: error, code: body.error.code }, 'request failed');
   else request.log.info({ code: body.error.code }, 'request refused');
+  const retryAfter = RETRY_AFTER_S[body.error.code as ErrorCode];
+  if (retryAfter !== undefined) void reply.header('retry-after', String(retryAfter));
   return reply.code(status).type('application/json; charset=utf-8').send(body);
 }
 

@@ -93,6 +93,7 @@ export class ApiMetrics {
         store.transaction((tx) => fn({ ledger: timed(tx.ledger), runs: tx.runs })),
       migrate: () => store.migrate(),
       schemaState: () => store.schemaState(),
+      probe: () => store.probe(),
       close: () => store.close(),
     };
   }

@@ -1,5 +1,6 @@
 import { Command } from 'commander';
-import { connectStore, type SchemaState } from '../store/index.js';
+import { isOncelyError } from '../errors/index.js';
+import { connectStore, type SchemaState, type Store } from '../store/index.js';
 import { databaseUrl, shownUrl } from './config.js';
 
 interface MigrateOptions {
@@ -17,7 +18,16 @@ export function migrateCommand(): Command {
     .option('--check', 'only report whether the schema is current; exit 1 if it is not')
     .action(async (options: MigrateOptions) => {
       const url = databaseUrl(options.databaseUrl);
-      const store = await connectStore(url);
+      // A check only looks: it never creates the SQLite file it was pointed at.
+      let store: Store;
+      try {
+        store = await connectStore(url, { create: options.check !== true });
+      } catch (error) {
+        if (!isOncelyError(error, 'STORE_NOT_FOUND')) throw error;
+        process.stdout.write(`${shownUrl(url)}: no database there (\`oncely migrate\` creates it)\n`);
+        process.exitCode = 1;
+        return;
+      }
       try {
         if (options.check !== true) {
           const report = await store.migrate();

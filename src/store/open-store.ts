@@ -20,10 +20,18 @@ export interface OpenStoreOptions {
    * `ONCELY_PG_LOCK_TIMEOUT_MS`, `ONCELY_PG_IDLE_IN_TRANSACTION_TIMEOUT_MS` (0 turns one off).
    */
   readonly postgresTimeouts?: PostgresTimeouts;
+  /**
+   * SQLite only: create the database when there is none at the path (default true). A deployment
+   * whose database must already exist passes `false` (`oncely serve` and `oncely worker` do, unless
+   * `--create`): a missing file, or one without an oncely schema, is refused with `STORE_NOT_FOUND`
+   * instead of starting over on an empty ledger.
+   */
+  readonly create?: boolean;
 }
 
 /**
- * Opens the store a URL names: `sqlite:PATH` (a file, created if missing) or `postgres://…`.
+ * Opens the store a URL names: `sqlite:PATH` (a file, created if missing unless `create: false`) or
+ * `postgres://…`.
  *
  * @example
  * const store = await openStore('sqlite:.oncely/oncely.db', { migrate: true });
@@ -34,8 +42,17 @@ export async function openStore(
 ): Promise<Store> {
   const store = await connectStore(url, options);
   try {
-    if (options.migrate ?? store.dialect === 'sqlite') await store.migrate();
-    else assertSchemaCurrent(await store.schemaState());
+    // Reading the schema needs no lock; only a schema that needs migrating takes the write lock.
+    const state = await store.schemaState();
+    if (store.dialect === 'sqlite' && options.create === false && state.version === 0) {
+      throw new OncelyError(
+        'STORE_NOT_FOUND',
+        `${url} holds no oncely ledger; if this is the first run, create it with ` +
+          `\`oncely migrate --database-url ${url}\` (or pass --create), otherwise restore it from a backup`,
+      );
+    }
+    if (state.state === 'outdated' && (options.migrate ?? store.dialect === 'sqlite')) await store.migrate();
+    else assertSchemaCurrent(state);
     return store;
   } catch (error) {
     await store.close();
@@ -46,12 +63,14 @@ export async function openStore(
 /** Connects without touching or checking the schema (for `oncely migrate`). Prefer `openStore`. */
 export async function connectStore(
   url: string,
-  options: Pick<OpenStoreOptions, 'warn' | 'postgresTimeouts'> = {},
+  options: Pick<OpenStoreOptions, 'warn' | 'postgresTimeouts' | 'create'> = {},
 ): Promise<Store> {
   if (url.startsWith('sqlite:')) {
     const path = url.slice('sqlite:'.length).replace(/^\/\/(?=\/)/, '');
     if (path === '') throw invalidUrl(url);
-    return SqliteStore.open(path === ':memory:' ? path : resolve(path));
+    return SqliteStore.open(path === ':memory:' ? path : resolve(path), {
+      ...(options.create === undefined ? {} : { create: options.create }),
+    });
   }
   if (url.startsWith('postgres://') || url.startsWith('postgresql://')) {
     return PostgresStore.open(url, {

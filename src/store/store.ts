@@ -144,5 +144,11 @@ export interface Store extends StoreTx {
   transaction<T>(fn: (tx: StoreTx) => Promise<T>): Promise<T>;
   migrate(): Promise<MigrationReport>;
   schemaState(): Promise<SchemaState>;
+  /**
+   * Readiness: resolves when the store could take a write now (PostgreSQL: the tables answer;
+   * SQLite: the file is the one opened and its write lock can be had), else rejects with a coded
+   * error. The caller bounds how long it waits (`/readyz` gives it 2 s).
+   */
+  probe(): Promise<void>;
   close(): Promise<void>;
 }

@@ -71,7 +71,8 @@ describe('PostgreSQL under faults', () => {
     const lock = await lockRun('run_locked');
     const started = Date.now();
     await expect(store.runs.claim(TENANT, 'run_locked', 'w1', 1_000)).rejects.toMatchObject({
-      code: '55P03',
+      code: 'STORE_UNAVAILABLE',
+      details: { postgres: '55P03' },
     });
     // Three tries of 150 ms and the pauses between them: well under a second, not forever.
     expect(Date.now() - started).toBeLessThan(3_000);
@@ -163,7 +164,10 @@ describe('PostgreSQL under faults', () => {
     });
     runId = run.runId;
 
-    await expect(runtime.drive(TENANT, runId)).rejects.toMatchObject({ code: '55P03' });
+    await expect(runtime.drive(TENANT, runId)).rejects.toMatchObject({
+      code: 'STORE_UNAVAILABLE',
+      details: { postgres: '55P03' },
+    });
     const [record] = await store.ledger.list(TENANT, { runId, limit: 5 });
     expect(record).toMatchObject({ status: 'completed', result: { creditId: 'cr_1' } });
 

@@ -39,7 +39,9 @@ describe.each(STORES)('run storage on %s', (name, open) => {
     store = opened.store;
     // A second connection (a second process's view) to race against.
     second =
-      name === 'sqlite' ? SqliteStore.open(opened.url.slice('sqlite:'.length)) : await openStore(opened.url);
+      name === 'sqlite'
+        ? await SqliteStore.open(opened.url.slice('sqlite:'.length))
+        : await openStore(opened.url);
   });
 
   afterAll(async () => {

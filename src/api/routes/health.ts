@@ -42,8 +42,12 @@ function readyzRoute(app: ApiApp, ctx: ApiContext): void {
       },
     },
     async () => {
-      const state = await schemaState(ctx.store);
-      assertSchemaCurrent(state);
+      const state = await withinReadiness(async () => {
+        const known = await schemaState(ctx.store);
+        assertSchemaCurrent(known);
+        await ctx.store.probe();
+        return known;
+      });
       return { status: 'ready' as const, schema_version: state.version };
     },
   );
@@ -85,6 +89,32 @@ function openApiRoute(app: ApiApp): void {
     },
     () => app.swagger() as unknown as Record<string, unknown>,
   );
+}
+
+/** How long `/readyz` waits for the store: one slower than this cannot serve requests in time. */
+export const READY_TIMEOUT_MS = 2_000;
+
+async function withinReadiness<T>(check: () => Promise<T>): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => {
+      reject(
+        new OncelyError(
+          'STORE_UNAVAILABLE',
+          `the database did not answer within ${READY_TIMEOUT_MS / 1000} s (a lock held by another ` +
+            'process, an overloaded server, a slow disk)',
+        ),
+      );
+    }, READY_TIMEOUT_MS);
+  });
+  const work = check();
+  try {
+    return await Promise.race([work, late]);
+  } finally {
+    clearTimeout(timer);
+    // A check that lost the race still settles later; its rejection has no one to hear it.
+    work.catch(() => undefined);
+  }
 }
 
 async function schemaState(store: Store): Promise<SchemaState> {

@@ -9,6 +9,8 @@ import { PostgresApiKeys } from './api-keys.js';
 import { PostgresLedger, type Queryable } from './ledger.js';
 import { PostgresMonitor } from './monitor.js';
 import { PostgresRuns } from './runs.js';
+import { isWriteMethod, type StorePart } from '../write-methods.js';
+import { asStoreError } from './pg-errors.js';
 import { DEADLOCK_DETECTED, LOCK_NOT_AVAILABLE, SERIALIZATION_FAILURE, UNDEFINED_TABLE } from './sqlstate.js';
 
 /** Any fixed number: two processes migrating at once queue on this advisory lock. */
@@ -46,6 +48,10 @@ export interface PostgresStoreOptions {
 /** SQLSTATEs after which a single statement outside a transaction was rolled back whole: safe to repeat. */
 const TRANSIENT = new Set([SERIALIZATION_FAILURE, DEADLOCK_DETECTED, LOCK_NOT_AVAILABLE]);
 const TRANSIENT_TRIES = 3;
+/** How often an open store looks for a schema someone migrated past this code (writes then refuse). */
+const SCHEMA_WATCH_MS = 5_000;
+/** How long the pool waits for a connection to the server before the request fails (503). */
+const CONNECT_TIMEOUT_MS = 5_000;
 
 /**
  * The pool's autocommit statements, each repeated (up to 3 tries, with a short jittered pause) when
@@ -61,7 +67,8 @@ function retrying(pool: pg.Pool): Queryable {
         return await (pool.query as (...a: unknown[]) => Promise<unknown>)(...args);
       } catch (error) {
         const code = (error as { code?: unknown }).code;
-        if (tryNo >= TRANSIENT_TRIES || typeof code !== 'string' || !TRANSIENT.has(code)) throw error;
+        const transient = typeof code === 'string' && TRANSIENT.has(code);
+        if (tryNo >= TRANSIENT_TRIES || !transient) throw asStoreError(error);
         await new Promise((resolve) => setTimeout(resolve, 5 + Math.floor(Math.random() * 20 * tryNo)));
       }
     }
@@ -76,13 +83,36 @@ export class PostgresStore implements Store {
   readonly runs: RunStore;
   readonly apiKeys: ApiKeyStore;
   readonly monitor: MonitorStore;
+  /** Set once the schema is seen newer than this code: every write refuses with it. */
+  private schemaTooNew: OncelyError | undefined;
+  private readonly schemaWatch: NodeJS.Timeout;
 
   private constructor(private readonly pool: pg.Pool) {
     const db = retrying(pool);
-    this.ledger = new PostgresLedger(db);
-    this.runs = new PostgresRuns(db);
-    this.apiKeys = new PostgresApiKeys(db);
+    this.ledger = this.guard('ledger', new PostgresLedger(db));
+    this.runs = this.guard('runs', new PostgresRuns(db));
+    this.apiKeys = this.guard('apiKeys', new PostgresApiKeys(db));
     this.monitor = new PostgresMonitor(db);
+    // Another process's `oncely migrate` to a newer oncely: seen within SCHEMA_WATCH_MS.
+    this.schemaWatch = setInterval(() => {
+      this.schemaState().catch(() => undefined);
+    }, SCHEMA_WATCH_MS);
+    this.schemaWatch.unref();
+  }
+
+  /** Writes refuse once the schema is newer than this code; reads go on. */
+  private guard<S extends object>(part: StorePart, target: S): S {
+    return new Proxy(target, {
+      get: (object, property, receiver) => {
+        const value: unknown = Reflect.get(object, property, receiver);
+        if (typeof value !== 'function' || typeof property !== 'string') return value;
+        if (!isWriteMethod(part, property)) return value;
+        return (...args: unknown[]) => {
+          if (this.schemaTooNew !== undefined) return Promise.reject(this.schemaTooNew);
+          return (value as (...a: unknown[]) => Promise<unknown>).apply(object, args);
+        };
+      },
+    });
   }
 
   static async open(url: string, options: PostgresStoreOptions = {}): Promise<PostgresStore> {
@@ -90,6 +120,7 @@ export class PostgresStore implements Store {
     const pool = new pg.Pool({
       connectionString: url,
       max: options.maxConnections ?? 10,
+      connectionTimeoutMillis: CONNECT_TIMEOUT_MS,
       types: { getTypeParser },
       statement_timeout: timeouts.statementMs,
       lock_timeout: timeouts.lockMs,
@@ -119,7 +150,10 @@ export class PostgresStore implements Store {
   }
 
   async transaction<T>(fn: (tx: StoreTx) => Promise<T>): Promise<T> {
-    const client = await this.pool.connect();
+    if (this.schemaTooNew !== undefined) throw this.schemaTooNew;
+    const client = await this.pool.connect().catch((error: unknown) => {
+      throw asStoreError(error);
+    });
     // A checked-out client whose connection the server ends (idle in transaction too long, a
     // restart) emits 'error'; unheard, that would crash the process. The statement in flight
     // rejects with it, and the transaction fails as it should.
@@ -140,7 +174,7 @@ export class PostgresStore implements Store {
       );
       // A connection that cannot even roll back is not given back to the pool.
       if (!rolledBack) broken ??= error instanceof Error ? error : new Error(String(error));
-      throw error;
+      throw asStoreError(error);
     } finally {
       client.removeListener('error', onError);
       client.release(broken);
@@ -189,10 +223,25 @@ export class PostgresStore implements Store {
   }
 
   async schemaState(): Promise<SchemaState> {
-    return schemaStateOf(await appliedVersion(this.pool), latestVersion(loadMigrations('postgres')));
+    const state = schemaStateOf(
+      await appliedVersion(retrying(this.pool)),
+      latestVersion(loadMigrations('postgres')),
+    );
+    this.schemaTooNew = state.state === 'too-new' ? tooNewError(state.version, state.latest) : undefined;
+    return state;
+  }
+
+  /** Readiness: the schema is one this code may write, and the tables answer (a lock on them shows). */
+  async probe(): Promise<void> {
+    const state = await this.schemaState();
+    if (this.schemaTooNew !== undefined) throw this.schemaTooNew;
+    if (state.state !== 'current') return;
+    await retrying(this.pool).query('SELECT 1 FROM runs LIMIT 0');
+    await retrying(this.pool).query('SELECT 1 FROM tool_executions LIMIT 0');
   }
 
   async close(): Promise<void> {
+    clearInterval(this.schemaWatch);
     await this.pool.end();
   }
 }

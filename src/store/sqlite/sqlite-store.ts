@@ -1,5 +1,6 @@
-import { mkdirSync } from 'node:fs';
+import { existsSync, mkdirSync, statSync } from 'node:fs';
 import { dirname } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import Database from 'better-sqlite3';
 import { OncelyError } from '../../errors/index.js';
 import { latestVersion, loadMigrations, schemaStateOf, tooNewError } from '../migrations.js';
@@ -7,17 +8,46 @@ import type { ApiKeyStore } from '../api-key-store.js';
 import type { MonitorStore } from '../monitor-store.js';
 import type { RunStore } from '../run-store.js';
 import type { LedgerStore, MigrationReport, SchemaState, Store, StoreTx } from '../store.js';
+import { isWriteMethod, type StorePart } from '../write-methods.js';
 import { SqliteApiKeys } from './api-keys.js';
 import { SqliteLedger } from './ledger.js';
 import { SqliteMonitor } from './monitor.js';
 import { SqliteRuns } from './runs.js';
+import { asStoreError, isBusy, lockedTooLong } from './sqlite-errors.js';
 
-const BUSY_TIMEOUT_MS = 15_000;
+/** How long a write waits for another process's write lock (without blocking this process). */
+export const DEFAULT_LOCK_WAIT_MS = 15_000;
+
+export interface SqliteStoreOptions {
+  /**
+   * Create the file (and its folder) when it is missing; default true. `false` refuses a missing
+   * file with `STORE_NOT_FOUND`, so a deployment whose database was deleted does not start over on
+   * an empty ledger (and pay again for calls the lost one recorded).
+   */
+  readonly create?: boolean;
+  /** How long a write waits for another process's lock before `STORE_UNAVAILABLE`; default 15 s. */
+  readonly lockWaitMs?: number;
+}
+
+/** The file's identity when the store opened it: a different one at the path is another database. */
+interface FileIdentity {
+  readonly dev: number;
+  readonly ino: number;
+}
 
 /**
  * The embedded store: one SQLite file in WAL mode with `synchronous=FULL`, so a committed record
- * survives SIGKILL and power loss. Several processes may share the file; writers take the lock with
- * `BEGIN IMMEDIATE` and wait for each other up to the busy timeout.
+ * survives SIGKILL and power loss. Several processes may share the file.
+ *
+ * Two connections: writes take the write lock with `BEGIN IMMEDIATE` on one, in turn; reads go to a
+ * read-only one and never wait for the lock (WAL readers see the last commit). SQLite waits for a
+ * lock by blocking the thread, so the store never lets it: the busy timeout is zero and a write
+ * whose lock another process holds is tried again after a pause, up to `lockWaitMs`, while the
+ * event loop goes on (health checks, lease renewals, other requests).
+ *
+ * Every operation first checks the file at the path is still the one opened (a deleted or replaced
+ * file would otherwise go on answering from the unlinked inode, and a restart would start an empty
+ * ledger): from then on the store refuses everything with `STORE_FILE_REPLACED`.
  */
 export class SqliteStore implements Store {
   readonly dialect = 'sqlite' as const;
@@ -25,105 +55,183 @@ export class SqliteStore implements Store {
   readonly runs: RunStore;
   readonly apiKeys: ApiKeyStore;
   readonly monitor: MonitorStore;
-  private readonly db: Database.Database;
-  /** Serialises this connection's async transactions, so no other call interleaves with one. */
+  /** The unwrapped stores on the write connection, used inside a transaction that holds the lock. */
+  private readonly tx: StoreTx;
+  /** Serialises the write connection's transactions, so no other call interleaves with one. */
   private tail: Promise<unknown> = Promise.resolve();
+  /** The schema cookie last seen under the write lock; a change means someone migrated. */
+  private schemaCookie: number | undefined;
+  private replaced: OncelyError | undefined;
 
-  private constructor(db: Database.Database) {
-    this.db = db;
-    const ledger = new SqliteLedger(db);
-    const runs = new SqliteRuns(db);
+  private constructor(
+    private readonly path: string,
+    private readonly writer: Database.Database,
+    /** The read connection; the write one for `:memory:`, whose reads then queue with the writes. */
+    private readonly reader: Database.Database,
+    private readonly identity: FileIdentity | undefined,
+    private readonly lockWaitMs: number,
+  ) {
+    const ledger = new SqliteLedger(writer);
+    const runs = new SqliteRuns(writer);
     this.tx = { ledger, runs };
-    this.ledger = exclusive(ledger, (fn) => this.exclusive(fn));
-    this.runs = exclusive(runs, (fn) => this.exclusive(fn));
-    this.apiKeys = exclusive(new SqliteApiKeys(db), (fn) => this.exclusive(fn));
-    this.monitor = exclusive(new SqliteMonitor(db), (fn) => this.exclusive(fn));
+    this.ledger = this.route('ledger', ledger, new SqliteLedger(reader));
+    this.runs = this.route('runs', runs, new SqliteRuns(reader));
+    this.apiKeys = this.route('apiKeys', new SqliteApiKeys(writer), new SqliteApiKeys(reader));
+    this.monitor = this.route('monitor', new SqliteMonitor(writer), new SqliteMonitor(reader));
   }
 
-  /** The unwrapped stores, used inside a transaction that already holds the connection. */
-  private readonly tx: StoreTx;
-
-  static open(path: string): SqliteStore {
-    if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
-    let db: Database.Database;
-    try {
-      db = new Database(path, { timeout: BUSY_TIMEOUT_MS });
-    } catch (cause) {
-      throw new OncelyError(
-        'STORE_UNAVAILABLE',
-        `cannot open the SQLite database ${path}: ${String(cause)}`,
-        {
-          cause,
-        },
-      );
+  static async open(path: string, options: SqliteStoreOptions = {}): Promise<SqliteStore> {
+    const lockWaitMs = options.lockWaitMs ?? DEFAULT_LOCK_WAIT_MS;
+    if (path === ':memory:') {
+      const db = new Database(path);
+      configure(db);
+      return new SqliteStore(path, db, db, undefined, lockWaitMs);
     }
-    db.pragma('journal_mode = WAL');
-    db.pragma('synchronous = FULL');
-    db.pragma('foreign_keys = ON');
-    db.pragma(`busy_timeout = ${BUSY_TIMEOUT_MS}`);
-    return new SqliteStore(db);
+    if (!existsSync(path)) {
+      if (options.create === false) throw notFound(path);
+      try {
+        mkdirSync(dirname(path), { recursive: true });
+      } catch (cause) {
+        throw new OncelyError('STORE_UNAVAILABLE', `cannot create the folder of ${path}: ${String(cause)}`, {
+          cause,
+        });
+      }
+    }
+    const deadline = Date.now() + lockWaitMs;
+    let writer: Database.Database | undefined;
+    try {
+      writer = new Database(path, { timeout: 0 });
+      const db = writer;
+      // Turning WAL on takes a lock when the file is not in WAL mode yet: wait for it, not block.
+      await untilFree(path, deadline, lockWaitMs, () => configure(db));
+      const identity = fileIdentity(path);
+      if (identity === undefined) throw replacedError(path);
+      const reader = new Database(path, { readonly: true, fileMustExist: true, timeout: 0 });
+      reader.pragma('query_only = ON');
+      return new SqliteStore(path, writer, reader, identity, lockWaitMs);
+    } catch (error) {
+      if (writer?.open === true) writer.close();
+      throw asOpenError(error, path);
+    }
   }
 
   async transaction<T>(fn: (tx: StoreTx) => Promise<T>): Promise<T> {
-    return this.exclusive(async () => {
-      this.db.exec('BEGIN IMMEDIATE');
-      try {
-        const value = await fn(this.tx);
-        this.db.exec('COMMIT');
-        return value;
-      } catch (error) {
-        if (this.db.inTransaction) this.db.exec('ROLLBACK');
-        throw error;
-      }
-    });
+    return this.write(() => fn(this.tx));
   }
 
   migrate(): Promise<MigrationReport> {
     const migrations = loadMigrations('sqlite');
     const latest = latestVersion(migrations);
-    return this.exclusive(() => {
+    // The write lock is taken first: a second process migrating waits, then sees our rows.
+    return this.write(() => {
       const applied: string[] = [];
-      // BEGIN IMMEDIATE takes the write lock first: a second process migrating waits, then sees our rows.
-      this.db
-        .transaction(() => {
-          this.db.exec(`CREATE TABLE IF NOT EXISTS schema_migrations (
-            version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL) STRICT`);
-          const current = this.appliedVersion();
-          if (current > latest) throw tooNewError(current, latest);
-          for (const m of migrations.filter((m) => m.version > current)) {
-            this.db
-              .prepare('INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)')
-              .run(m.version, m.name, new Date().toISOString());
-            this.db.exec(m.sql);
-            applied.push(`${String(m.version).padStart(4, '0')}_${m.name}`);
-          }
-        })
-        .immediate();
-      return Promise.resolve({ applied, version: latest });
+      this.writer.exec(`CREATE TABLE IF NOT EXISTS schema_migrations (
+        version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL) STRICT`);
+      const current = appliedVersion(this.writer);
+      if (current > latest) throw tooNewError(current, latest);
+      for (const m of migrations.filter((m) => m.version > current)) {
+        this.writer
+          .prepare('INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)')
+          .run(m.version, m.name, new Date().toISOString());
+        this.writer.exec(m.sql);
+        applied.push(`${String(m.version).padStart(4, '0')}_${m.name}`);
+      }
+      return { applied, version: latest };
     });
   }
 
   schemaState(): Promise<SchemaState> {
     const latest = latestVersion(loadMigrations('sqlite'));
-    return this.exclusive(() => Promise.resolve(schemaStateOf(this.appliedVersion(), latest)));
+    return this.read(() => Promise.resolve(schemaStateOf(appliedVersion(this.reader), latest)));
+  }
+
+  /** Readiness: the file is the one opened, and the write lock can be had (then let go at once). */
+  probe(): Promise<void> {
+    return this.write(() => Promise.resolve());
   }
 
   close(): Promise<void> {
     return this.exclusive(() => {
-      if (this.db.open) this.db.close();
+      if (this.reader !== this.writer && this.reader.open) this.reader.close();
+      if (this.writer.open) this.writer.close();
       return Promise.resolve();
     });
   }
 
-  private appliedVersion(): number {
-    const table = this.db
-      .prepare(`SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'`)
-      .get();
-    if (table === undefined) return 0;
-    const row = this.db.prepare('SELECT MAX(version) AS v FROM schema_migrations').get() as {
-      v: number | null;
-    };
-    return row.v ?? 0;
+  /** Writes go through the write lock in turn; reads go straight to the read connection. */
+  private route<S extends object>(part: StorePart, onWriter: S, onReader: S): S {
+    return new Proxy(onWriter, {
+      get: (object, property, receiver) => {
+        const value: unknown = Reflect.get(object, property, receiver);
+        if (typeof value !== 'function' || typeof property !== 'string') return value;
+        const call = value as (...a: unknown[]) => Promise<unknown>;
+        if (isWriteMethod(part, property))
+          return (...args: unknown[]) => this.write(() => call.apply(object, args));
+        const readCall = Reflect.get(onReader, property) as (...a: unknown[]) => Promise<unknown>;
+        return (...args: unknown[]) => this.read(() => readCall.apply(onReader, args));
+      },
+    });
+  }
+
+  /** `fn` inside `BEGIN IMMEDIATE … COMMIT` on the write connection, once the lock is had. */
+  private write<T>(fn: () => T | Promise<T>): Promise<T> {
+    return this.exclusive(async () => {
+      await this.begin();
+      try {
+        const value = await fn();
+        this.writer.exec('COMMIT');
+        return value;
+      } catch (error) {
+        if (this.writer.inTransaction) this.writer.exec('ROLLBACK');
+        throw asStoreError(error, this.path);
+      }
+    });
+  }
+
+  private async read<T>(fn: () => Promise<T>): Promise<T> {
+    if (this.reader === this.writer) return this.exclusive(fn);
+    this.assertFileIntact();
+    try {
+      return await untilFree(this.path, Date.now() + this.lockWaitMs, this.lockWaitMs, fn);
+    } catch (error) {
+      throw asStoreError(error, this.path);
+    }
+  }
+
+  private async begin(): Promise<void> {
+    this.assertFileIntact();
+    try {
+      await untilFree(this.path, Date.now() + this.lockWaitMs, this.lockWaitMs, () =>
+        this.writer.exec('BEGIN IMMEDIATE'),
+      );
+    } catch (error) {
+      throw asStoreError(error, this.path);
+    }
+    try {
+      this.assertSchemaKnown();
+    } catch (error) {
+      this.writer.exec('ROLLBACK');
+      throw error;
+    }
+  }
+
+  /** Under the write lock: a schema someone migrated past this code's refuses the write. */
+  private assertSchemaKnown(): void {
+    const cookie = this.writer.pragma('schema_version', { simple: true }) as number;
+    if (cookie === this.schemaCookie) return;
+    const version = appliedVersion(this.writer);
+    const latest = latestVersion(loadMigrations('sqlite'));
+    if (version > latest) throw tooNewError(version, latest);
+    this.schemaCookie = cookie;
+  }
+
+  private assertFileIntact(): void {
+    if (this.replaced !== undefined) throw this.replaced;
+    if (this.identity === undefined) return;
+    const now = fileIdentity(this.path);
+    if (now?.dev === this.identity.dev && now.ino === this.identity.ino) return;
+    this.replaced = replacedError(this.path, now === undefined ? 'deleted' : 'replaced');
+    throw this.replaced;
   }
 
   private exclusive<T>(fn: () => Promise<T>): Promise<T> {
@@ -133,14 +241,71 @@ export class SqliteStore implements Store {
   }
 }
 
-/** Wraps every method so it waits for any transaction this connection has open. */
-function exclusive<S extends object>(target: S, run: <T>(fn: () => Promise<T>) => Promise<T>): S {
-  return new Proxy(target, {
-    get(object, property, receiver) {
-      const value: unknown = Reflect.get(object, property, receiver);
-      if (typeof value !== 'function') return value;
-      return (...args: unknown[]) =>
-        run(() => (value as (...a: unknown[]) => Promise<unknown>).apply(object, args));
-    },
+function configure(db: Database.Database): void {
+  db.pragma('journal_mode = WAL');
+  db.pragma('synchronous = FULL');
+  db.pragma('foreign_keys = ON');
+  db.pragma('busy_timeout = 0');
+}
+
+/**
+ * Runs `attempt` until no other connection holds the lock it needs, pausing between tries (2 ms
+ * growing to 25 ms) so the event loop runs meanwhile; past the deadline, `STORE_UNAVAILABLE`.
+ */
+async function untilFree<T>(
+  path: string,
+  deadline: number,
+  waitMs: number,
+  attempt: () => T | Promise<T>,
+): Promise<T> {
+  for (let tryNo = 0; ; tryNo++) {
+    try {
+      return await attempt();
+    } catch (error) {
+      if (!isBusy(error)) throw error;
+      if (Date.now() >= deadline) throw lockedTooLong(path, waitMs);
+      await sleep(Math.min(2 + tryNo * 2, 25));
+    }
+  }
+}
+
+function appliedVersion(db: Database.Database): number {
+  const table = db
+    .prepare(`SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'`)
+    .get();
+  if (table === undefined) return 0;
+  const row = db.prepare('SELECT MAX(version) AS v FROM schema_migrations').get() as { v: number | null };
+  return row.v ?? 0;
+}
+
+function fileIdentity(path: string): FileIdentity | undefined {
+  const stat = statSync(path, { throwIfNoEntry: false });
+  return stat === undefined ? undefined : { dev: stat.dev, ino: stat.ino };
+}
+
+function notFound(path: string): OncelyError {
+  return new OncelyError(
+    'STORE_NOT_FOUND',
+    `there is no database at ${path}; if this is the first run, create it with ` +
+      `\`oncely migrate --database-url sqlite:${path}\` (or pass --create), otherwise restore it from a backup`,
+    { details: { path } },
+  );
+}
+
+function replacedError(path: string, what: 'deleted' | 'replaced' = 'deleted'): OncelyError {
+  return new OncelyError(
+    'STORE_FILE_REPLACED',
+    `the database file ${path} was ${what} while this process had it open; it refuses to go on, so ` +
+      'nothing is recorded in a ledger no one will read. Restore the file, then restart the process',
+    { details: { path } },
+  );
+}
+
+function asOpenError(error: unknown, path: string): unknown {
+  if (error instanceof OncelyError) return error;
+  const mapped = asStoreError(error, path);
+  if (mapped !== error) return mapped;
+  return new OncelyError('STORE_UNAVAILABLE', `cannot open the SQLite database ${path}: ${String(error)}`, {
+    cause: error,
   });
 }

@@ -74,8 +74,15 @@ export class ApiHarness {
     private readonly cleanupDatabase: () => Promise<void>,
   ) {}
 
-  static async start(dialect: Dialect, options: { bodyLimit?: number } = {}): Promise<ApiHarness> {
-    const db = await database(dialect);
+  static async start(
+    dialect: Dialect,
+    options: {
+      bodyLimit?: number;
+      /** A database of the test's own (dropped by its `drop` on close), instead of a fresh one. */
+      database?: { url: string; drop(): Promise<void> };
+    } = {},
+  ): Promise<ApiHarness> {
+    const db = options.database ?? (await database(dialect));
     const metrics = new ApiMetrics({ defaultMetrics: false });
     const store = metrics.instrument(await openStore(db.url, { migrate: true }));
     const fixtures = apiFixtures();

@@ -1,0 +1,66 @@
+import type { ApiKeyStore } from './api-key-store.js';
+import type { MonitorStore } from './monitor-store.js';
+import type { RunStore } from './run-store.js';
+import type { LedgerStore } from './store.js';
+
+/**
+ * Which store methods write, per part of the store; every other method only reads. The SQLite store
+ * sends writes through its write lock and reads through a connection that never needs it, and a
+ * schema newer than the code refuses the writes. A method added to an interface must be placed here:
+ * the type lists every method name that is not a read.
+ */
+export const WRITE_METHODS = {
+  ledger: ['reserve', 'transition', 'note'],
+  runs: [
+    'create',
+    'claimNext',
+    'claim',
+    'renewLease',
+    'saveCheckpoint',
+    'release',
+    'retry',
+    'requeue',
+    'cancel',
+    'appendEvent',
+    'createApprovals',
+    'decideApproval',
+    'consumeApproval',
+  ],
+  apiKeys: ['create', 'revoke'],
+  monitor: [],
+} as const satisfies {
+  ledger: readonly Exclude<keyof LedgerStore, LedgerReads>[];
+  runs: readonly Exclude<keyof RunStore, RunReads>[];
+  apiKeys: readonly Exclude<keyof ApiKeyStore, ApiKeyReads>[];
+  monitor: readonly never[];
+};
+
+type LedgerReads = 'get' | 'history' | 'list';
+type RunReads =
+  'get' | 'list' | 'listWaiting' | 'events' | 'getApproval' | 'approvalsOfRun' | 'listApprovals';
+type ApiKeyReads = 'findByHash' | 'get' | 'list';
+type Unplaced<S, Reads, Writes extends readonly string[]> = Exclude<keyof S, Reads | Writes[number]>;
+/** Fails to compile when a method of a store interface is neither a listed read nor a listed write. */
+const everyMethodPlaced: [
+  Unplaced<LedgerStore, LedgerReads, typeof WRITE_METHODS.ledger>,
+  Unplaced<RunStore, RunReads, typeof WRITE_METHODS.runs>,
+  Unplaced<ApiKeyStore, ApiKeyReads, typeof WRITE_METHODS.apiKeys>,
+] extends [never, never, never]
+  ? true
+  : false = true;
+void everyMethodPlaced;
+/** Every MonitorStore method reads. */
+export type MonitorReads = keyof MonitorStore;
+
+export type StorePart = keyof typeof WRITE_METHODS;
+
+const WRITES: Record<StorePart, ReadonlySet<string>> = {
+  ledger: new Set(WRITE_METHODS.ledger),
+  runs: new Set(WRITE_METHODS.runs),
+  apiKeys: new Set(WRITE_METHODS.apiKeys),
+  monitor: new Set<string>(),
+};
+
+export function isWriteMethod(part: StorePart, method: string): boolean {
+  return WRITES[part].has(method);
+}
