@@ -10,8 +10,10 @@ import {
 import type { Logger } from 'pino';
 import type { Runtime } from '../runs/index.js';
 import { authenticator } from './auth/authenticate.js';
+import { ANSWER_HEADERS, answerClientError } from './client-errors.js';
 import type { ApiApp, ApiContext } from './context.js';
 import { routeNotFound, sendError } from './http-errors.js';
+import { requestLogFields } from './log-redaction.js';
 import { ApiMetrics } from './metrics.js';
 import { apiKeyRoutes } from './routes/api-keys.js';
 import { approvalRoutes } from './routes/approvals.js';
@@ -94,9 +96,17 @@ export async function buildApiServer(options: ApiServerOptions): Promise<ApiApp>
 }
 
 function createApp(options: ApiServerOptions): ApiApp {
-  const logger: FastifyBaseLogger | undefined = options.logger;
+  // The request log's `req` is fastify's, with secrets in the URL redacted (a child's serializer wins).
+  const logger: FastifyBaseLogger | undefined = options.logger?.child(
+    {},
+    { serializers: { req: requestLogFields } },
+  );
   const app = Fastify({
     ...(logger === undefined ? { logger: false } : { loggerInstance: logger }),
+    // What Node's parser refuses (headers too large, not HTTP) answers in the envelope too.
+    clientErrorHandler: (error, socket) => {
+      answerClientError(logger, error, socket);
+    },
     bodyLimit: options.bodyLimit ?? DEFAULT_BODY_LIMIT,
     exposeHeadRoutes: false,
     return503OnClosing: true,
@@ -125,8 +135,8 @@ function installHooks(app: ApiApp, ctx: ApiContext): void {
   app.addHook('onRequest', authenticator(ctx.store.apiKeys));
   // Answers are data, never something to sniff, render or cache (an event stream says no-cache itself).
   app.addHook('onSend', async (_request, reply, payload) => {
-    reply.header('x-content-type-options', 'nosniff');
-    if (!reply.hasHeader('cache-control')) reply.header('cache-control', 'no-store');
+    reply.header('x-content-type-options', ANSWER_HEADERS['x-content-type-options']);
+    if (!reply.hasHeader('cache-control')) reply.header('cache-control', ANSWER_HEADERS['cache-control']);
     return payload;
   });
   // Open event streams would otherwise hold the server open until their clients leave.

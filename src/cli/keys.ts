@@ -53,6 +53,7 @@ function createCommand(): Command {
             tenant_id: record.tenantId,
             actor_id: record.actorId,
             role: record.role,
+            created_by: record.createdBy,
           },
           () =>
             `${key}\n\nkey ${record.keyId}: tenant ${record.tenantId}, actor ${record.actorId}, role ${record.role}\n` +
@@ -75,8 +76,15 @@ function listCommand(): Command {
           keys.length === 0
             ? `no keys in tenant ${flags.tenant}\n`
             : renderTable(
-                ['KEY ID', 'ACTOR', 'ROLE', 'CREATED', 'REVOKED'],
-                keys.map((k) => [k.keyId, k.actorId, k.role, k.createdAt, k.revokedAt ?? '-']),
+                ['KEY ID', 'ACTOR', 'ROLE', 'CREATED BY', 'CREATED', 'REVOKED'],
+                keys.map((k) => [
+                  k.keyId,
+                  k.actorId,
+                  k.role,
+                  k.createdBy ?? '-',
+                  k.createdAt,
+                  k.revokedAt ?? '-',
+                ]),
               ),
         );
       });

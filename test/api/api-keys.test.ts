@@ -48,6 +48,52 @@ describe.each(DIALECTS)('API keys over HTTP on %s', (dialect) => {
     );
   });
 
+  it('records who minted a key, apart from the actor it acts as, in every answer about it', async () => {
+    const minted = await h.request('POST', '/v1/api-keys', {
+      key: h.keys.admin,
+      body: { actor_id: 'ops-erin', role: 'admin' },
+    });
+    expect(minted.status).toBe(201);
+    expect(minted.body.api_key).toMatchObject({ actor_id: 'ops-erin', created_by: 'ops-admin' });
+    // A key minted with that key names its actor, not the admin who minted the first one.
+    const second = await h.request('POST', '/v1/api-keys', {
+      key: minted.body.key as string,
+      body: { actor_id: 'ops-frank', role: 'viewer' },
+    });
+    expect(second.body.api_key).toMatchObject({ actor_id: 'ops-frank', created_by: 'ops-erin' });
+
+    const mintedId = minted.body.api_key.key_id as string;
+    const secondId = second.body.api_key.key_id as string;
+    const listed = await h.request('GET', '/v1/api-keys?limit=100', { key: h.keys.admin });
+    const items = listed.body.items as { key_id: string; actor_id: string; created_by: string | null }[];
+    const byId = new Map(items.map((k) => [k.key_id, k]));
+    expect(byId.get(mintedId)).toMatchObject({
+      actor_id: 'ops-erin',
+      created_by: 'ops-admin',
+    });
+    expect(byId.get(secondId)).toMatchObject({
+      actor_id: 'ops-frank',
+      created_by: 'ops-erin',
+    });
+    expect(items.find((k) => k.actor_id === 'ops-admin')?.created_by).toBe(null);
+
+    const revoked = await h.request('POST', `/v1/api-keys/${secondId}/revoke`, {
+      key: h.keys.admin,
+    });
+    expect(revoked.body).toMatchObject({
+      actor_id: 'ops-frank',
+      created_by: 'ops-erin',
+      revoked_by: 'ops-admin',
+    });
+    expect(await h.store.apiKeys.get(TENANT, secondId)).toMatchObject({
+      actorId: 'ops-frank',
+      createdBy: 'ops-erin',
+    });
+
+    const logged = h.logLines.find((l) => l.msg === 'api key created' && l.keyId === secondId);
+    expect(logged).toMatchObject({ actor: 'ops-erin', for: 'ops-frank', createdBy: 'ops-erin' });
+  });
+
   it("the key's actor id is what the ledger records as the operator", async () => {
     const created = await h.request('POST', '/v1/api-keys', {
       key: h.keys.admin,

@@ -16,6 +16,14 @@ export function looksLikeApiKey(text: string): boolean {
   return KEY_PATTERN.test(text);
 }
 
+/** A key, or the start of one (a key cut short is most of a secret still), anywhere in a text. */
+const KEY_INSIDE = /oncely_[0-9a-f]{12}_[A-Za-z0-9_-]/i;
+
+/** True when a key, whole or cut short, appears anywhere in the text (what logs must not show). */
+export function containsApiKey(text: string): boolean {
+  return KEY_INSIDE.test(text);
+}
+
 export interface CreateApiKeyRequest {
   readonly tenantId: string;
   readonly actorId: string;

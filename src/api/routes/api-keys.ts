@@ -69,7 +69,11 @@ function createRoute(app: ApiApp, ctx: ApiContext): void {
         role: request.body.role,
         createdBy: actorId,
       });
-      request.log.info({ keyId: record.keyId, role: record.role, for: record.actorId }, 'api key created');
+      // Who minted the key, beside whom it acts as: a key for another actor is never anonymous.
+      request.log.info(
+        { keyId: record.keyId, role: record.role, for: record.actorId, createdBy: record.createdBy },
+        'api key created',
+      );
       return reply.code(201).send({ key, api_key: toApiKey(record) });
     },
   );
