@@ -9,12 +9,13 @@ import {
 import { startWorker, type Worker } from '../worker/index.js';
 import { shownUrl } from './config.js';
 import { createLogger } from './logger.js';
-import { runtimeFromConfig } from './runtime-from-config.js';
+import { assertDrivesRuns, commandConfig, openCommandRuntime } from './runtime-from-config.js';
+import { graceOption, stopWithin } from './shutdown.js';
 import { stopped } from './signals.js';
 import { positiveInt } from './worker.js';
 
 interface ServeFlags {
-  config: string;
+  config?: string;
   databaseUrl?: string;
   host: string;
   port: number;
@@ -25,6 +26,8 @@ interface ServeFlags {
   bodyLimit: number;
   maxStreamsPerKey: number;
   maxStreams: number;
+  graceMs: number;
+  create?: boolean;
 }
 
 function portNumber(value: string): number {
@@ -38,7 +41,11 @@ function portNumber(value: string): number {
 export function serveCommand(): Command {
   return new Command('serve')
     .description('the operator HTTP API, with a worker in the same process unless --no-worker')
-    .option('-c, --config <file>', 'the oncely.yaml with the agents and the tools module', 'oncely.yaml')
+    .option(
+      '-c, --config <file>',
+      'the oncely.yaml with the agents and the tools module (default: oncely.yaml; with --no-worker ' +
+        'it may be missing)',
+    )
     .option(
       '--database-url <url>',
       'postgres://… or sqlite:PATH (default: $ONCELY_DATABASE_URL, else the config)',
@@ -79,21 +86,27 @@ export function serveCommand(): Command {
       positiveInt('--max-streams'),
       DEFAULT_MAX_STREAMS,
     )
+    .option('--create', 'create the SQLite database if there is none (a first run; else STORE_NOT_FOUND)')
+    .addOption(graceOption())
     .action(serve);
 }
 
 async function serve(flags: ServeFlags): Promise<void> {
   const log = createLogger('oncely-serve');
   const metrics = new ApiMetrics();
-  const opened = await runtimeFromConfig({
+  const loaded = await commandConfig(flags.config, { optional: !flags.worker });
+  const config = flags.worker
+    ? assertDrivesRuns(loaded, 'the worker of this serve', ', or serve the API only with --no-worker')
+    : loaded;
+  const { runtime, store, url } = await openCommandRuntime(config, {
     ...flags,
     log,
-    wrapStore: (store) => metrics.instrument(store),
+    wrapStore: (opened) => metrics.instrument(opened),
   });
-  const { runtime, config, url } = opened;
   let worker: Worker | undefined;
+  let app: Awaited<ReturnType<typeof buildApiServer>> | undefined;
   try {
-    const app = await buildApiServer({
+    app = await buildApiServer({
       runtime,
       logger: log,
       metrics,
@@ -106,14 +119,38 @@ async function serve(flags: ServeFlags): Promise<void> {
       worker = startWorker(runtime, { concurrency: flags.concurrency, pollMs: flags.pollMs, log });
     }
     log.info(
-      { address, database: shownUrl(url), agents: [...config.agents.keys()], worker: flags.worker },
+      {
+        address,
+        database: shownUrl(url),
+        config: config?.path ?? null,
+        agents: [...runtime.agents.keys()],
+        worker: flags.worker,
+      },
       'serving the oncely API',
     );
+    if (runtime.tools.size === 0) {
+      log.warn(
+        { config: config?.path ?? null },
+        'no tools module: compensate and reconcile hooks are not available from this server; ' +
+          'start it with -c naming the oncely.yaml whose `tools:` module exports them',
+      );
+    }
     await stopped(log, 'stopping: no new requests or runs; finishing those in flight');
-    await app.close();
   } finally {
-    await worker?.stop();
-    await opened.close();
-    log.info({}, 'stopped');
+    const api = app;
+    await stopWithin(
+      log,
+      flags.graceMs,
+      [
+        {
+          what: 'the requests and runs in flight',
+          stop: () => Promise.all([api?.close(), worker?.stop()]),
+        },
+        // A late answer of a timed-out tool is written if it comes in the grace; else its call stays unknown.
+        { what: 'late tool answers', stop: (leftMs) => runtime.close({ timeoutMs: leftMs }) },
+      ],
+      () => store.close(),
+      'stopped',
+    );
   }
 }

@@ -2,16 +2,18 @@ import { Command, InvalidArgumentError } from 'commander';
 import { startWorker } from '../worker/index.js';
 import { shownUrl } from './config.js';
 import { createLogger } from './logger.js';
-import { runtimeFromConfig } from './runtime-from-config.js';
+import { assertDrivesRuns, commandConfig, openCommandRuntime } from './runtime-from-config.js';
+import { graceOption, stopWithin } from './shutdown.js';
 import { stopped } from './signals.js';
-import { OncelyError } from '../errors/index.js';
 
 interface WorkerFlags {
-  config: string;
+  config?: string;
   databaseUrl?: string;
   concurrency: number;
   leaseMs: number;
   pollMs: number;
+  graceMs: number;
+  create?: boolean;
 }
 
 export function positiveInt(name: string) {
@@ -28,7 +30,10 @@ export function workerCommand(): Command {
     .description(
       'drive runs: claim queued runs and runs whose driver died (expired lease), resume settled ones',
     )
-    .option('-c, --config <file>', 'the oncely.yaml with the agents and the tools module', 'oncely.yaml')
+    .option(
+      '-c, --config <file>',
+      'the oncely.yaml with the agents and the tools module (default: oncely.yaml)',
+    )
     .option(
       '--database-url <url>',
       'postgres://… or sqlite:PATH (default: $ONCELY_DATABASE_URL, else the config)',
@@ -41,18 +46,12 @@ export function workerCommand(): Command {
       30_000,
     )
     .option('--poll-ms <ms>', 'how long to wait when there is no work', positiveInt('--poll-ms'), 1000)
+    .option('--create', 'create the SQLite database if there is none (a first run; else STORE_NOT_FOUND)')
+    .addOption(graceOption())
     .action(async (flags: WorkerFlags) => {
       const log = createLogger('oncely-worker');
-      const opened = await runtimeFromConfig({ ...flags, log });
-      const { runtime, config, url } = opened;
-      if (config.agents.size === 0) {
-        await opened.close();
-        throw new OncelyError(
-          'CONFIG_INVALID',
-          `${flags.config} defines no agents, so this worker could drive no run; add agents to it ` +
-            '(a worker claims only runs of the agents in its configuration)',
-        );
-      }
+      const config = assertDrivesRuns(await commandConfig(flags.config, { optional: false }), 'this worker');
+      const { runtime, store, url } = await openCommandRuntime(config, { ...flags, log });
       const worker = startWorker(runtime, {
         concurrency: flags.concurrency,
         pollMs: flags.pollMs,
@@ -63,9 +62,16 @@ export function workerCommand(): Command {
         'worker started',
       );
       await stopped(log, 'stopping: no new runs; waiting for the runs in flight');
-      await worker.stop();
-      // A late answer of a timed-out tool is written if it comes soon; otherwise its call stays unknown.
-      await runtime.close({ timeoutMs: 10_000 });
-      log.info({}, 'worker stopped');
+      await stopWithin(
+        log,
+        flags.graceMs,
+        [
+          { what: 'the runs in flight', stop: () => worker.stop() },
+          // A late answer of a timed-out tool is written if it comes in the grace; else its call stays unknown.
+          { what: 'late tool answers', stop: (leftMs) => runtime.close({ timeoutMs: leftMs }) },
+        ],
+        () => store.close(),
+        'worker stopped',
+      );
     });
 }

@@ -7,7 +7,7 @@ import { createModel } from '../models/index.js';
 import type { Tool } from '../tools/index.js';
 import { configDocumentSchema, type ConfigDocument } from './config-schema.js';
 import { ConfigSource, type ConfigProblem } from './config-source.js';
-import { loadToolsModule } from './load-tools.js';
+import { DEFAULT_TOOLS_IMPORT_TIMEOUT_MS, loadToolsModule } from './load-tools.js';
 import { problemsOf } from './schema-issues.js';
 
 type Env = Readonly<Record<string, string | undefined>>;
@@ -30,7 +30,10 @@ export interface OncelyConfig {
 }
 
 export interface LoadConfigOptions {
-  /** Where `ONCELY_DATABASE_URL` and model keys are read; default `process.env`. */
+  /**
+   * Where `ONCELY_DATABASE_URL`, `ONCELY_TOOLS_IMPORT_TIMEOUT_MS` (how long importing the tools module
+   * may take; default 30000) and model keys are read; default `process.env`.
+   */
   readonly env?: Env;
 }
 
@@ -51,7 +54,7 @@ export async function loadConfig(path: string, options: LoadConfigOptions = {}):
   const parsed = configDocumentSchema.safeParse(value);
   if (!parsed.success) throw source.error(problemsOf(parsed.error, configDocumentSchema, value));
   const doc = parsed.data;
-  const tools = await loadTools(source, doc, dirname(file));
+  const tools = await loadTools(source, doc, dirname(file), importTimeoutMs(env));
   const problems = referenceProblems(doc, tools);
   if (problems.length > 0) throw source.error(problems);
   const models = await createModels(source, doc, env, dirname(file));
@@ -85,12 +88,28 @@ async function loadTools(
   source: ConfigSource,
   doc: ConfigDocument,
   baseDir: string,
+  timeoutMs: number,
 ): Promise<Map<string, Tool>> {
   if (doc.tools === undefined) return new Map();
-  const result = await loadToolsModule(resolve(baseDir, doc.tools));
+  const result = await loadToolsModule(resolve(baseDir, doc.tools), { timeoutMs });
   if (result.ok) return result.tools;
   const error = source.error([{ path: ['tools'], message: result.reason }]);
   throw new OncelyError(error.code, error.message, { cause: result.cause, details: { ...error.details } });
+}
+
+/** `ONCELY_TOOLS_IMPORT_TIMEOUT_MS`, whole milliseconds above 0; unset: 30 s. */
+function importTimeoutMs(env: Env): number {
+  const text = nonEmpty(env.ONCELY_TOOLS_IMPORT_TIMEOUT_MS);
+  if (text === undefined) return DEFAULT_TOOLS_IMPORT_TIMEOUT_MS;
+  const ms = Number(text);
+  if (!Number.isInteger(ms) || ms < 1) {
+    throw new OncelyError(
+      'CONFIG_INVALID',
+      `ONCELY_TOOLS_IMPORT_TIMEOUT_MS is ${JSON.stringify(text)}; set it to whole milliseconds above 0 ` +
+        `(or unset it: ${DEFAULT_TOOLS_IMPORT_TIMEOUT_MS})`,
+    );
+  }
+  return ms;
 }
 
 /** Agents naming models or tools that do not exist, and agent names used twice. */

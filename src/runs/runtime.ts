@@ -37,6 +37,11 @@ export const DEFAULT_LEASE_MS = 30_000;
 export interface RuntimeOptions {
   /** The agents this runtime can drive; a worker claims only runs of these. */
   readonly agents: readonly Agent[];
+  /**
+   * Tools known here besides the agents' own (every tool of a tools module): their compensation and
+   * reconcile hooks serve operators even where no agent using them is driven (an API-only server).
+   */
+  readonly tools?: readonly Tool[];
   /** An open store; it stays open after `close()` unless `ownsStore`. */
   readonly store?: Store;
   /** Or a database URL to open (`sqlite:PATH` is migrated; PostgreSQL must be current). */
@@ -116,7 +121,7 @@ export class Runtime {
     this.maxDriveAttempts = options.maxDriveAttempts ?? DEFAULT_MAX_DRIVE_ATTEMPTS;
     this.retryBaseMs = options.retryBaseMs ?? DEFAULT_RETRY_BASE_MS;
     this.agents = indexAgents(options.agents);
-    this.tools = indexTools(options.agents);
+    this.tools = indexTools([...options.agents.flatMap((a) => a.tools), ...(options.tools ?? [])]);
     this.leaseMs = options.leaseMs ?? DEFAULT_LEASE_MS;
     this.#ownsStore = options.ownsStore ?? false;
     this.#reconcileEveryMs = options.reconcileEveryMs ?? 30_000;
@@ -356,7 +361,10 @@ export class Runtime {
     if (tool === undefined) {
       throw new OncelyError(
         'LEDGER_NOT_COMPENSABLE',
-        `tool call ${record.idempotencyKey} was made by tool "${record.toolName}", which no agent here has`,
+        `tool call ${record.idempotencyKey} was made by tool "${record.toolName}", which this runtime does not ` +
+          `know (no agent or tools module given to it has it), so its compensate hook cannot run here; ` +
+          `compensate from a server that loads the tools module exporting "${record.toolName}": ` +
+          `\`oncely serve -c oncely.yaml\` where that file's \`tools:\` names it (with --no-worker too)`,
         { details: { key: record.idempotencyKey, status: record.status } },
       );
     }
@@ -427,15 +435,15 @@ function indexAgents(agents: readonly Agent[]): Map<string, Agent> {
   return byName;
 }
 
-/** Every tool of every agent, by name; one name must mean one tool. */
-function indexTools(agents: readonly Agent[]): Map<string, Tool> {
+/** Every tool of every agent, and the tools given besides, by name; one name must mean one tool. */
+function indexTools(tools: readonly Tool[]): Map<string, Tool> {
   const byName = new Map<string, Tool>();
-  for (const tool of agents.flatMap((a) => a.tools)) {
+  for (const tool of tools) {
     const known = byName.get(tool.name);
     if (known !== undefined && known !== tool) {
       throw new OncelyError(
         'AGENT_DEFINITION_INVALID',
-        `two different tools are named "${tool.name}"; a tool name must mean one tool across agents`,
+        `two different tools are named "${tool.name}"; a tool name must mean one tool across agents and tools`,
       );
     }
     byName.set(tool.name, tool);

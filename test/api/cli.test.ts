@@ -83,6 +83,23 @@ describe.each(DIALECTS)('oncely keys create on %s', (dialect) => {
     expect(bad.code).toBe(1);
     expect(bad.stderr).toContain('LEDGER_ACTOR_INVALID');
   });
+
+  it('keys list shows who created each key, apart from the actor it acts as', async () => {
+    const minted = await h.request('POST', '/v1/api-keys', {
+      key: h.keys.admin,
+      body: { actor_id: 'ops-gus', role: 'operator' },
+    });
+    expect(minted.status).toBe(201);
+    const keyId = minted.body.api_key.key_id as string;
+    const listed = await oncely(['keys', 'list', '--tenant', TENANT, '--database-url', h.url]);
+    expect(listed.code, listed.stderr).toBe(0);
+    expect(listed.stdout).toMatch(/^KEY ID\s+ACTOR\s+ROLE\s+CREATED BY\s+CREATED\s+REVOKED\n/);
+    expect(listed.stdout).toMatch(new RegExp(`${keyId}\\s+ops-gus\\s+operator\\s+ops-admin\\s`));
+    expect(listed.stdout).toMatch(/key_[0-9a-f]{12}\s+ops-admin\s+admin\s+-\s/);
+    const json = await oncely(['keys', 'list', '--tenant', TENANT, '--database-url', h.url, '--json']);
+    const row = (JSON.parse(json.stdout) as { keyId: string }[]).find((k) => k.keyId === keyId);
+    expect(row).toMatchObject({ keyId, actorId: 'ops-gus', createdBy: 'ops-admin' });
+  });
 });
 
 describe('the operator CLI against a running API', () => {

@@ -1,3 +1,4 @@
+import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -61,7 +62,8 @@ describe('oncely serve', () => {
     const file = tempSqlitePath('serve');
     cleanups.push(() => Promise.resolve(file.cleanup()));
     const url = `sqlite:${file.path}`;
-    const { proc, base } = await serve(url);
+    // A first run: --create makes the database.
+    const { proc, base } = await serve(url, ['--create']);
     cleanups.push(() => proc.kill());
     const key = await createKey(url, 'operator');
     const headers = { authorization: `Bearer ${key}`, 'content-type': 'application/json' };
@@ -110,9 +112,9 @@ describe('oncely serve', () => {
     const file = tempSqlitePath('serve_no_worker');
     cleanups.push(() => Promise.resolve(file.cleanup()));
     const url = `sqlite:${file.path}`;
+    const key = await createKey(url, 'operator');
     const { proc, base } = await serve(url, ['--no-worker']);
     cleanups.push(() => proc.kill());
-    const key = await createKey(url, 'operator');
     const headers = { authorization: `Bearer ${key}`, 'content-type': 'application/json' };
     const created = await fetch(`${base}/v1/runs`, {
       method: 'POST',
@@ -124,6 +126,24 @@ describe('oncely serve', () => {
     const run = (await (await fetch(`${base}/v1/runs/run_e2e_2`, { headers })).json()) as { status: string };
     expect(run.status).toBe('queued');
     expect((await proc.stop(20_000)).code).toBe(0);
+  });
+
+  it('refuses a missing SQLite database without --create, instead of starting an empty ledger', async () => {
+    const file = tempSqlitePath('serve_missing');
+    cleanups.push(() => Promise.resolve(file.cleanup()));
+    const commands = [['serve', '--port', '0'], ['worker']];
+    for (const command of commands) {
+      const proc = new OncelyProcess(
+        [...command, '--config', CONFIG, '--database-url', `sqlite:${file.path}`],
+        {},
+      );
+      cleanups.push(() => proc.kill());
+      const exit = await proc.exit(20_000);
+      expect(exit.code, proc.stderr).toBe(1);
+      expect(proc.stderr).toContain('STORE_NOT_FOUND');
+      expect(proc.stderr).toContain('oncely migrate');
+      expect(existsSync(file.path)).toBe(false);
+    }
   });
 
   it('refuses a PostgreSQL database whose schema it does not know, saying to migrate', async () => {
