@@ -1,8 +1,9 @@
 import { STATUS_CODES, maxHeaderSize } from 'node:http';
-import type { Socket } from 'node:net';
+import type { Server, Socket } from 'node:net';
 import type { FastifyBaseLogger } from 'fastify';
 import { OncelyError } from '../errors/index.js';
-import { errorResponse } from './http-errors.js';
+import type { ErrorCode } from '../errors/index.js';
+import { RETRY_AFTER_S, errorResponse } from './http-errors.js';
 
 /** The headers every answer carries (see the `onSend` hook in server.ts), raw answers included. */
 export const ANSWER_HEADERS = {
@@ -40,11 +41,13 @@ export function clientErrorOf(error: NodeJS.ErrnoException): OncelyError {
  * The bytes of a whole HTTP/1.1 answer to a refused request: the envelope, the usual headers, and
  * `Connection: close` (the parser cannot go on with the connection).
  */
-export function rawErrorAnswer(error: NodeJS.ErrnoException): { code: string; bytes: string } {
-  const { status, body } = errorResponse(clientErrorOf(error));
+export function rawErrorAnswer(error: NodeJS.ErrnoException | OncelyError): { code: string; bytes: string } {
+  const { status, body } = errorResponse(error instanceof OncelyError ? error : clientErrorOf(error));
   const json = JSON.stringify(body);
+  const retryAfter = RETRY_AFTER_S[body.error.code as ErrorCode];
   const headers = {
     'content-type': 'application/json; charset=utf-8',
+    ...(retryAfter === undefined ? {} : { 'retry-after': String(retryAfter) }),
     'content-length': String(Buffer.byteLength(json, 'utf8')),
     ...ANSWER_HEADERS,
     connection: 'close',
@@ -72,4 +75,31 @@ export function answerClientError(
   log?.info({ code: answer.code, parserError: error.code }, 'request refused by the HTTP parser');
   if (socket.writable) socket.end(answer.bytes);
   socket.destroySoon();
+}
+
+/**
+ * Holds the server to `max` open connections: one past it is answered 429 `API_TOO_MANY_CONNECTIONS`
+ * in the envelope and closed, before its request is read (Node's own `maxConnections` would drop it
+ * without a word).
+ */
+export function limitConnections(server: Server, max: number, log: FastifyBaseLogger | undefined): void {
+  let open = 0;
+  server.on('connection', (socket: Socket) => {
+    if (open >= max) {
+      const answer = rawErrorAnswer(
+        new OncelyError(
+          'API_TOO_MANY_CONNECTIONS',
+          `this server holds ${max} connections already; close idle ones, or try again shortly`,
+        ),
+      );
+      log?.warn({ code: answer.code, max }, 'connection refused: too many open connections');
+      socket.end(answer.bytes);
+      socket.destroySoon();
+      return;
+    }
+    open += 1;
+    socket.once('close', () => {
+      open -= 1;
+    });
+  });
 }

@@ -61,6 +61,7 @@ export const HTTP_STATUS = {
   API_KEY_NOT_FOUND: 404,
   API_INTERNAL: 500,
   API_TOO_MANY_STREAMS: 429,
+  API_TOO_MANY_CONNECTIONS: 429,
   API_KEY_MISSING: 401,
   API_UNREACHABLE: 503,
   API_RESPONSE_INVALID: 502,
@@ -82,6 +83,7 @@ export const RETRY_AFTER_S: Partial<Record<ErrorCode, number>> = {
   SCHEMA_OUTDATED: 30,
   SCHEMA_TOO_NEW: 30,
   API_TOO_MANY_STREAMS: 5,
+  API_TOO_MANY_CONNECTIONS: 5,
 };
 
 /** The body of every error answer: `{ "error": { "code", "message" } }`, plus the record a 409 is about. */

@@ -3,6 +3,7 @@ export {
   routesOf,
   DEFAULT_BODY_LIMIT,
   DEFAULT_MAX_STREAMS,
+  DEFAULT_MAX_CONNECTIONS,
   DEFAULT_MAX_STREAMS_PER_KEY,
   type ApiServerOptions,
   type ApiRoute,

@@ -10,7 +10,7 @@ import {
 import type { Logger } from 'pino';
 import type { Runtime } from '../runs/index.js';
 import { authenticator } from './auth/authenticate.js';
-import { ANSWER_HEADERS, answerClientError } from './client-errors.js';
+import { ANSWER_HEADERS, answerClientError, limitConnections } from './client-errors.js';
 import type { ApiApp, ApiContext } from './context.js';
 import { routeNotFound, sendError } from './http-errors.js';
 import { requestLogFields } from './log-redaction.js';
@@ -53,10 +53,13 @@ export interface ApiServerOptions {
   readonly maxStreamsPerKey?: number;
   /** Open event streams this server holds at once, over every key; default 1000. More answer 429. */
   readonly maxStreams?: number;
+  /** Open connections this server holds at once; default 2048. One more is answered 429 and closed. */
+  readonly maxConnections?: number;
 }
 
 export const DEFAULT_MAX_STREAMS_PER_KEY = 16;
 export const DEFAULT_MAX_STREAMS = 1_000;
+export const DEFAULT_MAX_CONNECTIONS = 2_048;
 
 /**
  * The operator HTTP API on a runtime: tool executions, runs, approvals, API keys, health, metrics and
@@ -117,6 +120,7 @@ function createApp(options: ApiServerOptions): ApiApp {
   }).withTypeProvider<ZodTypeProvider>();
   // Only JSON bodies: a text/plain body answers 415, as any other type does, not a 400 about JSON.
   app.removeContentTypeParser('text/plain');
+  limitConnections(app.server, options.maxConnections ?? DEFAULT_MAX_CONNECTIONS, logger);
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);
   app.decorateRequest('principal', null);

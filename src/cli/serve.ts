@@ -3,6 +3,7 @@ import {
   ApiMetrics,
   DEFAULT_BODY_LIMIT,
   DEFAULT_MAX_STREAMS,
+  DEFAULT_MAX_CONNECTIONS,
   DEFAULT_MAX_STREAMS_PER_KEY,
   buildApiServer,
 } from '../api/index.js';
@@ -26,6 +27,7 @@ interface ServeFlags {
   bodyLimit: number;
   maxStreamsPerKey: number;
   maxStreams: number;
+  maxConnections: number;
   graceMs: number;
   create?: boolean;
 }
@@ -86,6 +88,12 @@ export function serveCommand(): Command {
       positiveInt('--max-streams'),
       DEFAULT_MAX_STREAMS,
     )
+    .option(
+      '--max-connections <n>',
+      'open connections this server holds at once (one more is answered 429 and closed)',
+      positiveInt('--max-connections'),
+      DEFAULT_MAX_CONNECTIONS,
+    )
     .option('--create', 'create the SQLite database if there is none (a first run; else STORE_NOT_FOUND)')
     .addOption(graceOption())
     .action(serve);
@@ -113,6 +121,7 @@ async function serve(flags: ServeFlags): Promise<void> {
       bodyLimit: flags.bodyLimit,
       maxStreamsPerKey: flags.maxStreamsPerKey,
       maxStreams: flags.maxStreams,
+      maxConnections: flags.maxConnections,
     });
     const address = await app.listen({ host: flags.host, port: flags.port });
     if (flags.worker) {

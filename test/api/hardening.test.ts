@@ -1,4 +1,7 @@
+import { once } from 'node:events';
+import { connect, type Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { buildApiServer } from '../../src/api/index.js';
 import { OncelyProcess } from '../support/processes.js';
 import { DIALECTS, ApiHarness } from './support/harness.js';
 
@@ -59,5 +62,46 @@ describe.each(DIALECTS)('API hardening on %s', (dialect) => {
     expect(shown.code, shown.stderr).toBe(0);
     expect(shown.stdout.includes('\u001b') || shown.stdout.includes('\r')).toBe(false);
     expect(shown.stdout).toContain('\\u001b[2J');
+  });
+});
+
+describe('API connection limit', () => {
+  it('answers one connection past the limit 429 in the envelope and closes it; the held ones still work', async () => {
+    const h = await ApiHarness.start('sqlite');
+    const limited = await buildApiServer({ runtime: h.runtime, maxConnections: 3 });
+    const base = new URL(await limited.listen({ host: '127.0.0.1', port: 0 }));
+    const held: Socket[] = [];
+    try {
+      for (let i = 0; i < 3; i++) {
+        const socket = connect(Number(base.port), base.hostname);
+        await once(socket, 'connect');
+        held.push(socket);
+      }
+      const extra = connect(Number(base.port), base.hostname);
+      let answer = '';
+      extra.on('data', (chunk: Buffer) => (answer += chunk.toString('utf8')));
+      extra.write('GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n');
+      await once(extra, 'close');
+      expect(answer).toMatch(/^HTTP\/1\.1 429 /);
+      expect(answer).toMatch(/\r\nretry-after: 5\r\n/);
+      const body = JSON.parse(answer.slice(answer.indexOf('\r\n\r\n') + 4)) as {
+        error: { code: string; message: string };
+      };
+      expect(body.error.code).toBe('API_TOO_MANY_CONNECTIONS');
+      expect(body.error.message).toMatch(/holds 3 connections/);
+
+      // A held connection is served; once one closes, a new one is let in.
+      let served = '';
+      held[0]!.on('data', (chunk: Buffer) => (served += chunk.toString('utf8')));
+      held[0]!.write('GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n');
+      await once(held[0]!, 'close');
+      expect(served).toMatch(/^HTTP\/1\.1 200 /);
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      expect((await fetch(new URL('/healthz', base))).status).toBe(200);
+    } finally {
+      for (const socket of held) socket.destroy();
+      await limited.close();
+      await h.close();
+    }
   });
 });
