@@ -14,8 +14,15 @@ import {
   type PreparedCall,
   type ToolCallRequest,
 } from './prepare.js';
-import { reconcileHookOf, reconcileRecord } from './settlement.js';
-import { keepListening, recordOutcome, vanished, type RecordPlan } from './record-outcome.js';
+import {
+  keepListening,
+  outcomeTransition,
+  recordOutcome,
+  reported,
+  vanished,
+  type RecordPlan,
+} from './record-outcome.js';
+import { reconcileHookOf, reconcileRecord, reportLoss } from './settlement.js';
 
 export interface CallOptions {
   /** Aborting it aborts the tool's signal; a write in flight then becomes unknown, never failed. */
@@ -89,16 +96,69 @@ export async function executeToolCalls(
             ledger.actor,
           );
         });
-  return Promise.all(
-    prepared.map(async (call, i) => {
-      const progress = await proceedCall(ledger, call, reservations[i], {
-        ...options,
-        reserve,
-        caller: 'guarded',
-      });
-      return progress.kind === 'settled' ? progress.outcome : finishExecuted(ledger, progress);
-    }),
+  const settled = await Promise.allSettled(
+    prepared.map((call, i) =>
+      proceedCall(ledger, call, reservations[i], { ...options, reserve, caller: 'guarded' }),
+    ),
   );
+  // Every call has finished; their outcomes are recorded together before one call's error is thrown.
+  const progress = settled.flatMap((s) => (s.status === 'fulfilled' ? [s.value] : []));
+  const written = await recordExecuted(
+    ledger,
+    progress.filter((p): p is Executed => p.kind === 'executed'),
+  );
+  const failure = settled.find((s): s is PromiseRejectedResult => s.status === 'rejected');
+  if (failure !== undefined) throw failure.reason;
+  return progress.map((p) => (p.kind === 'settled' ? p.outcome : executedOutcome(p, written.get(p)!)));
+}
+
+type Executed = Extract<CallProgress, { kind: 'executed' }>;
+
+/**
+ * Records the outcomes of the calls a batch executed: one on its own, several in one transaction
+ * (one commit for the step, whatever its size). If that transaction fails, each is recorded on its
+ * own: what the calls came to is the truth, and left `started` a completed call would look unknown.
+ */
+async function recordExecuted(
+  ledger: Ledger,
+  executed: readonly Executed[],
+): Promise<Map<Executed, ToolExecutionRecord>> {
+  const records = new Map<Executed, ToolExecutionRecord>();
+  if (executed.length === 0) return records;
+  const one = async (p: Executed): Promise<void> => {
+    records.set(p, await recordOutcome(recordPlanOf(ledger, p), p.attempt));
+  };
+  if (executed.length === 1) {
+    await one(executed[0]!);
+    await crashPoint('tool.after-record');
+    return records;
+  }
+  let writes: [Executed, TransitionResult][];
+  try {
+    writes = await ledger.store.transaction(async (tx) => {
+      const done: [Executed, TransitionResult][] = [];
+      for (const p of executed) {
+        const { resultReference, keyed } = recordPlanOf(ledger, p);
+        done.push([
+          p,
+          await tx.ledger.transition(
+            outcomeTransition(ledger.actor, p.record, p.attempt, resultReference, keyed),
+          ),
+        ]);
+      }
+      return done;
+    });
+  } catch {
+    for (const p of executed) await one(p);
+    await crashPoint('tool.after-record');
+    return records;
+  }
+  for (const [p, written] of writes) {
+    reportLoss(ledger, written, reported(p.record.attempt, p.attempt.kind), p.record.attempt);
+    records.set(p, afterWrite(ledger, p, written));
+  }
+  await crashPoint('tool.after-record');
+  return records;
 }
 
 export interface ProceedOptions extends CallOptions {
@@ -233,16 +293,6 @@ export function recordPlanOf(
     resultReference: (v) => tool.resultReference?.(v),
     keyed: tool.downstreamAcceptsKey,
   };
-}
-
-/** Records an executed call's outcome on its own and says what it came to. */
-async function finishExecuted(
-  ledger: Ledger,
-  progress: Extract<CallProgress, { kind: 'executed' }>,
-): Promise<ToolCallOutcome> {
-  const written = await recordOutcome(recordPlanOf(ledger, progress), progress.attempt);
-  await crashPoint('tool.after-record');
-  return executedOutcome(progress, written);
 }
 
 /**

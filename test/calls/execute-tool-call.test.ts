@@ -935,6 +935,45 @@ describe.each(STORES)('the guarded call on %s', (_name, open) => {
       ]);
     });
 
+    it('records every outcome of a batch in one transaction: two commits whatever its size', async () => {
+      const a = credit();
+      const runId = `run_${++seq}`;
+      const calls = Array.from({ length: 6 }, (_, i) => ({
+        tenantId: TENANT,
+        runId,
+        toolCallId: `call_${i}`,
+        tool: a.tool,
+        args: { accountId: `acct_${i}`, amountCents: i + 1 },
+      }));
+      const store = ledger.store;
+      const reserve = vi.spyOn(store.ledger, 'reserve');
+      const transition = vi.spyOn(store.ledger, 'transition');
+      const transaction = vi.spyOn(store, 'transaction');
+      try {
+        const outcomes = await executeToolCalls(ledger, calls);
+        expect(outcomes.map((o) => o.status)).toEqual(Array(6).fill('completed'));
+        // One reservation statement, one transaction with the six outcomes; no outcome on its own
+        // (on PostgreSQL a transaction writes through its own client, so a spied call is one outside
+        // it; SQLite's transaction writes through the very object spied on).
+        expect(reserve).toHaveBeenCalledTimes(1);
+        expect(transaction).toHaveBeenCalledTimes(1);
+        expect(transition).toHaveBeenCalledTimes(store.dialect === 'postgres' ? 0 : 6);
+      } finally {
+        reserve.mockRestore();
+        transition.mockRestore();
+        transaction.mockRestore();
+      }
+      expect(a.runs).toHaveLength(6);
+      const records = await store.ledger.list(TENANT, { limit: 10, runId });
+      expect(records.map((r) => [r.status, r.version])).toEqual(Array(6).fill(['completed', 2]));
+      for (const r of records) {
+        expect(summary(await store.ledger.history(TENANT, r.idempotencyKey))).toEqual([
+          'transition:reserve:-->started',
+          'transition:outcome:started->completed',
+        ]);
+      }
+    });
+
     it('refuses a batch with a repeated tool call id or a bad call, writing nothing', async () => {
       const a = credit();
       const runId = `run_${++seq}`;
