@@ -88,11 +88,12 @@ function notStarted(reason: unknown): AttemptOutcome {
 
 async function tryOnce(plan: AttemptPlan, retry: number): Promise<TryResult> {
   const controller = new AbortController();
-  const timeout = new OncelyError(
-    'TOOL_TIMEOUT',
-    `no answer within ${plan.timeoutMs} ms; the request may have left`,
-  );
-  const timer = setTimeout(() => controller.abort(timeout), plan.timeoutMs);
+  // The timeout's error (and its stack) is built only when it fires.
+  const timer = setTimeout(() => {
+    controller.abort(
+      new OncelyError('TOOL_TIMEOUT', `no answer within ${plan.timeoutMs} ms; the request may have left`),
+    );
+  }, plan.timeoutMs);
   const onCallerAbort = (): void =>
     controller.abort(plan.signal?.reason ?? new Error('aborted by the caller'));
   if (plan.signal?.aborted === true) onCallerAbort();

@@ -1,3 +1,4 @@
+import { setMaxListeners } from 'node:events';
 import { crashPoint } from '../crash/index.js';
 import { landsUntil, type ToolExecutionRecord } from '../ledger/index.js';
 import type { ReserveRequest, ReserveResult, TransitionResult } from '../store/index.js';
@@ -96,11 +97,17 @@ export async function executeToolCalls(
             ledger.actor,
           );
         });
+  const { signal, release } = batchSignal(options.signal, prepared.length);
   const settled = await Promise.allSettled(
     prepared.map((call, i) =>
-      proceedCall(ledger, call, reservations[i], { ...options, reserve, caller: 'guarded' }),
+      proceedCall(ledger, call, reservations[i], {
+        ...options,
+        ...(signal === undefined ? {} : { signal }),
+        reserve,
+        caller: 'guarded',
+      }),
     ),
-  );
+  ).finally(release);
   // Every call has finished; their outcomes are recorded together before one call's error is thrown.
   const progress = settled.flatMap((s) => (s.status === 'fulfilled' ? [s.value] : []));
   const written = await recordExecuted(
@@ -113,6 +120,23 @@ export async function executeToolCalls(
 }
 
 type Executed = Extract<CallProgress, { kind: 'executed' }>;
+
+/**
+ * The caller's signal, for a batch: past 10 calls, one signal of ours that follows it, so the calls'
+ * listeners do not trip Node's listener-leak warning on the caller's own signal.
+ */
+function batchSignal(
+  signal: AbortSignal | undefined,
+  calls: number,
+): { signal: AbortSignal | undefined; release: () => void } {
+  if (signal === undefined || calls <= 10) return { signal, release: () => undefined };
+  const ours = new AbortController();
+  setMaxListeners(0, ours.signal);
+  const follow = (): void => ours.abort(signal.reason);
+  if (signal.aborted) follow();
+  else signal.addEventListener('abort', follow, { once: true });
+  return { signal: ours.signal, release: () => signal.removeEventListener('abort', follow) };
+}
 
 /**
  * Records the outcomes of the calls a batch executed: one on its own, several in one transaction

@@ -16,16 +16,20 @@ export type CrashPointName = (typeof CRASH_POINTS)[number];
 
 let arrivals = 0;
 
-function armedAt(): readonly string[] {
-  const armed = process.env.ONCELY_CRASH_AT;
-  return armed === undefined || armed === '' ? [] : armed.split(',').map((s) => s.trim());
-}
+/** Read once, when the module loads: a drill arms the process it starts, never one already running. */
+const ARMED: ReadonlySet<string> = new Set(
+  (process.env.ONCELY_CRASH_AT ?? '')
+    .split(',')
+    .map((s) => s.trim())
+    .filter((s) => s !== ''),
+);
+const SKIP = Number(process.env.ONCELY_CRASH_SKIP ?? '0');
 
 /** Kills the process here when armed; otherwise returns at once. */
 export async function crashPoint(name: CrashPointName): Promise<void> {
-  if (!armedAt().includes(name)) return;
+  if (ARMED.size === 0 || !ARMED.has(name)) return;
   arrivals += 1;
-  if (arrivals <= Number(process.env.ONCELY_CRASH_SKIP ?? '0')) return;
+  if (arrivals <= SKIP) return;
   process.stderr.write(`oncely: crash point ${name} armed; killing process ${process.pid}\n`);
   process.kill(process.pid, 'SIGKILL');
   // SIGKILL is not delivered synchronously; make sure nothing after this point runs.

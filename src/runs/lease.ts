@@ -1,3 +1,4 @@
+import { setMaxListeners } from 'node:events';
 import { OncelyError, errorInfo } from '../errors/index.js';
 import type { RunStore } from '../store/index.js';
 
@@ -25,6 +26,8 @@ export class Lease {
 
   constructor(options: LeaseOptions) {
     this.#options = options;
+    // Every tool call of a step listens on it, and a step may have any number of calls.
+    setMaxListeners(0, this.#controller.signal);
     this.#validUntil = Date.now() + options.leaseMs;
     this.#timer = setInterval(() => this.#tick(), Math.max(10, Math.floor(options.leaseMs / 3)));
   }

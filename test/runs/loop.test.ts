@@ -214,6 +214,30 @@ describe.each(STORES)('the run loop on %s', (_name, open) => {
     expect(downstream.effects()).toEqual({ [keyOf(run, ids[0] ?? '')]: 1, [keyOf(run, ids[1] ?? '')]: 1 });
   });
 
+  it('runs a step of 16 credits without a listener-leak warning, one effect per key', async () => {
+    const downstream = new FakeDownstream();
+    const credit = issueCredit(downstream);
+    const calls = Array.from({ length: 16 }, () => ({ toolName: 'issue_credit', input: CREDIT }));
+    const { agent } = scriptedAgent([{ toolCalls: calls }, { text: 'Sixteen credits.' }], [credit]);
+    const warnings: string[] = [];
+    const onWarning = (warning: Error): void => {
+      warnings.push(`${warning.name}: ${warning.message}`);
+    };
+    process.on('warning', onWarning);
+    try {
+      const run = await startAndDrive(runtimes.open(store, [agent]), 'Credit acct_7 sixteen times.');
+      expect(run.status).toBe('completed');
+      const ids = callIdsOf(run);
+      expect(ids).toHaveLength(16);
+      expect(Object.values(downstream.effects())).toEqual(Array(16).fill(1));
+      // Warnings are emitted on the next tick.
+      await new Promise((resolve) => setImmediate(resolve));
+    } finally {
+      process.off('warning', onWarning);
+    }
+    expect(warnings.filter((w) => w.includes('MaxListenersExceeded'))).toEqual([]);
+  });
+
   it('fails a run that reaches max_steps without a final answer (RUN_MAX_STEPS)', async () => {
     const lookup = lookupOrder();
     const { agent, model } = scriptedAgent(
