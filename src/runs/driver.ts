@@ -66,6 +66,12 @@ export class RunDriver {
   #version: number;
   /** This process wrote the pending calls just now (see `PlanContext.fresh`). */
   #fresh = false;
+  /**
+   * The model's response, in `#checkpoint` but not yet saved: it is saved in the transaction that
+   * reserves its calls (`saveResponse`), or with whatever checkpoint comes next, so a step costs two
+   * commits. Nothing of it is reserved before it is durable.
+   */
+  #unsaved: { readonly events: readonly RunEventInput[] } | undefined;
   /** Model outages in a row as this drive knows them: the claim's count, 0 once the model answers. */
   #modelOutages: number;
 
@@ -137,6 +143,12 @@ export class RunDriver {
     // fence would still let it (nobody has claimed the run yet).
     if (this.lease.lost) return false;
     const runs = tx?.runs ?? this.ledger.store.runs;
+    // A response not saved yet goes with this checkpoint, which holds its messages.
+    const unsaved = this.#unsaved;
+    const merged: SaveExtras =
+      unsaved === undefined
+        ? extras
+        : { ...extras, events: [...unsaved.events, ...(extras.events ?? [])], modelAnswered: true };
     const version = await runs.saveCheckpoint({
       fence: {
         tenantId: this.run.tenantId,
@@ -146,7 +158,7 @@ export class RunDriver {
       },
       checkpoint,
       status,
-      ...extras,
+      ...merged,
     });
     if (version === undefined) {
       this.lease.lose(
@@ -157,8 +169,22 @@ export class RunDriver {
     this.#checkpoint = checkpoint;
     this.#version = version;
     this.#fresh = false;
-    if (extras.modelAnswered === true) this.#modelOutages = 0;
+    this.#unsaved = undefined;
+    if (merged.modelAnswered === true) this.#modelOutages = 0;
     return true;
+  }
+
+  /**
+   * Inside the transaction that reserves the step's calls: saves the model's response first if it is
+   * not saved yet, so no call is reserved whose response a crash could lose. False: fenced out.
+   */
+  async saveResponse(tx: StoreTx): Promise<boolean> {
+    if (this.#unsaved === undefined) return true;
+    const fresh = this.#fresh;
+    const saved = await this.save(tx, this.#checkpoint, 'running');
+    // The calls were still minted by this drive: it knows no record of them can stand.
+    this.#fresh = saved && fresh;
+    return saved;
   }
 
   /** Ends the drive in `status` (a wait or a final status), or stands down if fenced out. */
@@ -220,7 +246,10 @@ export class RunDriver {
     return this.release(undefined, 'model_outage', delayMs, reason, info);
   }
 
-  /** One model call, made durable (with minted call ids) before any call of it is reserved. */
+  /**
+   * One model call, with minted call ids; it is made durable in the transaction that reserves its
+   * calls, so never after any of them is reserved.
+   */
   private async modelStep(): Promise<DriveEnd | undefined> {
     const checkpoint = this.#checkpoint;
     if (checkpoint.step >= this.agent.maxSteps) {
@@ -267,11 +296,9 @@ export class RunDriver {
         modelAnswered: true,
       });
     }
-    const saved = await this.save(undefined, { messages, step, pending: { calls } }, 'running', {
-      events: [response],
-      modelAnswered: true,
-    });
-    if (!saved) return this.standDown();
+    // Saved with the reservation of its calls (or the next checkpoint), not on its own.
+    this.#checkpoint = { messages, step, pending: { calls } };
+    this.#unsaved = { events: [response] };
     this.#fresh = true;
     return undefined;
   }

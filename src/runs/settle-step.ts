@@ -113,6 +113,7 @@ function fencedReserve(driver: RunDriver) {
     // claimed the run yet: the database would still renew an unexpired lease, never an expired one.
     if (lease.lost) throw leaseLost(run.runId, lease.epoch);
     return ledger.store.transaction(async (tx) => {
+      if (!(await driver.saveResponse(tx))) throw leaseLost(run.runId, lease.epoch);
       const held = await tx.runs.renewLease(
         { tenantId: run.tenantId, runId: run.runId, leaseEpoch: lease.epoch },
         driver.owner,

@@ -214,6 +214,43 @@ describe.each(STORES)('the run loop on %s', (_name, open) => {
     expect(downstream.effects()).toEqual({ [keyOf(run, ids[0] ?? '')]: 1, [keyOf(run, ids[1] ?? '')]: 1 });
   });
 
+  it('commits each step twice: the response with the reservation of its calls, then their outcomes', async () => {
+    const downstream = new FakeDownstream();
+    const credit = issueCredit(downstream);
+    const step = {
+      toolCalls: [
+        { toolName: 'issue_credit', input: CREDIT },
+        { toolName: 'issue_credit', input: CREDIT },
+      ],
+    };
+    const { agent } = scriptedAgent([step, step, step, { text: 'Six credits.' }], [credit]);
+    // The runtime writes through this view of the store: its own transactions and the writes it
+    // makes outside one are counted; what a transaction writes inside it is not.
+    const counts = { transactions: 0, checkpoints: 0 };
+    const runs = Object.create(store.runs) as Store['runs'];
+    runs.saveCheckpoint = (request) => {
+      counts.checkpoints += 1;
+      return store.runs.saveCheckpoint(request);
+    };
+    const counted = Object.create(store) as Store;
+    Object.assign(counted, {
+      runs,
+      transaction: <T>(fn: Parameters<Store['transaction']>[0]) => {
+        counts.transactions += 1;
+        return store.transaction(fn) as Promise<T>;
+      },
+    });
+    const run = await startAndDrive(runtimes.open(counted, [agent]), 'Credit acct_7 $25, six times.');
+    expect(run.status).toBe('completed');
+    expect(Object.values(downstream.effects())).toEqual(Array(6).fill(1));
+    // Three steps: two transactions each; the final answer is the one checkpoint saved on its own.
+    expect(counts).toEqual({ transactions: 6, checkpoints: 1 });
+    const responses = (await store.runs.events(TENANT, run.runId, 0, 100)).filter(
+      (e) => e.type === 'model.response',
+    );
+    expect(responses.map((e) => (e.data as { step: number }).step)).toEqual([1, 2, 3, 4]);
+  });
+
   it('runs a step of 16 credits without a listener-leak warning, one effect per key', async () => {
     const downstream = new FakeDownstream();
     const credit = issueCredit(downstream);
