@@ -1,176 +1,155 @@
 /**
- * Ledger benchmarks: guarded calls per second on each store, sequential and concurrent, replays, and
- * batch reservations. `npm run bench` (PostgreSQL from DATABASE_URL, default the local server).
+ * `npm run bench`: oncely beside its floors and its peers, in rounds, on one PostgreSQL and on SQLite
+ * files; writes docs/benchmarks.md and docs/benchmarks.json. See docs/benchmarks.md for the method.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { cpus, totalmem, tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { performance } from 'node:perf_hooks';
+import { fileURLToPath } from 'node:url';
 import pg from 'pg';
-import { z } from 'zod';
-import {
-  defineAgent,
-  defineTool,
-  executeToolCall,
-  executeToolCalls,
-  external,
-  Ledger,
-  openRuntime,
-  openStore,
-  scriptedModel,
-  type Store,
-} from '../src/index.js';
+import { format, resolveConfig } from 'prettier';
+import { startOwnPostgres, type OwnPostgres } from '../test/support/own-postgres.js';
+import type { BenchCase } from './case.js';
+import { median, sample, shuffled, type Counters, type Sample } from './measure.js';
+import { postgresCases, sqliteCases } from './oncely-cases.js';
+import { peerCases } from './peers.js';
+import { judge, markdown, summarise, type Environment } from './report.js';
 
-const CALLS = Number(process.env.BENCH_CALLS ?? 2_000);
-const RUN_STEPS = 10;
-const STEP_CALLS = 8;
-const CONCURRENCY = 16;
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);
+const SCALE = Number(process.env.BENCH_SCALE ?? 1);
+const SEED = Number(process.env.BENCH_SEED ?? Date.now() % 100_000);
+const ROOT = fileURLToPath(new URL('../', import.meta.url));
 
-const tool = defineTool({
-  name: 'bench_effect',
-  description: 'does nothing, keyed',
-  input: z.object({ n: z.number() }),
-  effect: external(),
-  execute: (args, ctx) => ({ n: args.n, key: ctx.idempotencyKey }),
-});
-
-interface Row {
-  store: string;
-  case: string;
-  ops: number;
-  seconds: number;
-  perSecond: number;
-  p50ms: number;
-  p99ms: number;
+function progress(message: string): void {
+  process.stderr.write(`[bench] ${message}\n`);
 }
 
-async function measure(
-  store: string,
-  name: string,
-  ops: number,
-  concurrency: number,
-  op: (i: number) => Promise<unknown>,
-): Promise<Row> {
-  const latencies: number[] = [];
-  let next = 0;
-  const started = performance.now();
-  await Promise.all(
-    Array.from({ length: concurrency }, async () => {
-      for (let i = next++; i < ops; i = next++) {
-        const t = performance.now();
-        await op(i);
-        latencies.push(performance.now() - t);
-      }
-    }),
-  );
-  const seconds = (performance.now() - started) / 1000;
-  latencies.sort((a, b) => a - b);
-  const at = (q: number): number =>
-    Number((latencies[Math.min(latencies.length - 1, Math.floor(q * latencies.length))] ?? 0).toFixed(2));
+/** Next xid and WAL position, read without assigning an xid. */
+function serverCounters(admin: pg.Client): Counters {
   return {
-    store,
-    case: name,
-    ops,
-    seconds: Number(seconds.toFixed(2)),
-    perSecond: Math.round(ops / seconds),
-    p50ms: at(0.5),
-    p99ms: at(0.99),
+    async read() {
+      const { rows } = await admin.query<{ xid: string; wal: string }>(
+        `SELECT pg_snapshot_xmax(pg_current_snapshot())::text AS xid,
+                (pg_current_wal_lsn() - '0/0'::pg_lsn)::text AS wal`,
+      );
+      const row = rows[0]!;
+      return { xid: BigInt(row.xid), walBytes: BigInt(row.wal.split('.')[0]!) };
+    },
   };
 }
 
-async function benchStore(label: string, url: string): Promise<Row[]> {
-  const store = await openStore(url, { migrate: true });
-  const ledger = new Ledger(store, { actorId: 'bench' });
-  const run = `bench${Date.now()}`;
-  const call = (i: number, prefix: string) => ({
-    tenantId: 'bench',
-    runId: run,
-    toolCallId: `${prefix}${i}`,
-  });
-  const rows: Row[] = [];
-  try {
-    rows.push(
-      await measure(label, 'new call, sequential', CALLS, 1, (i) =>
-        executeToolCall(ledger, tool, { n: i }, call(i, 's')),
-      ),
-    );
-    rows.push(
-      await measure(label, `new call, ${CONCURRENCY} concurrent`, CALLS, CONCURRENCY, (i) =>
-        executeToolCall(ledger, tool, { n: i }, call(i, 'c')),
-      ),
-    );
-    rows.push(
-      await measure(label, 'replay of a completed call', CALLS, CONCURRENCY, (i) =>
-        executeToolCall(ledger, tool, { n: i }, call(i, 'c')),
-      ),
-    );
-    const batch = 8;
-    rows.push(
-      await measure(label, `step of ${batch} parallel calls`, Math.floor(CALLS / batch), 4, (i) =>
-        executeToolCalls(
-          ledger,
-          Array.from({ length: batch }, (_, j) => ({ tool, args: { n: j }, ...call(i * batch + j, 'b') })),
-        ),
-      ),
-    );
-    rows.push(await benchRuns(label, store));
-  } finally {
-    await ledger.close();
+async function environment(admin: pg.Client, importMs: number): Promise<Environment> {
+  const setting = async (name: string): Promise<string> =>
+    (await admin.query<{ v: string }>(`SELECT current_setting($1) AS v`, [name])).rows[0]!.v;
+  const durability: Record<string, string> = {};
+  for (const name of ['fsync', 'synchronous_commit', 'wal_sync_method', 'full_page_writes']) {
+    durability[name] = await setting(name);
   }
-  return rows;
+  const cpu = cpus();
+  return {
+    date: new Date().toISOString().slice(0, 10),
+    machine: `${cpu.length} × ${cpu[0]?.model.trim() ?? 'cpu'}, ${Math.round(totalmem() / 2 ** 30)} GiB`,
+    node: process.version,
+    postgres: await setting('server_version'),
+    durability,
+    rounds: ROUNDS,
+    scale: SCALE,
+    seed: SEED,
+    importMs,
+  };
 }
 
-/**
- * The run loop: runs of RUN_STEPS model steps, each asking for STEP_CALLS parallel calls. A step is a
- * model call, its checkpoint, one reservation transaction and one transaction for all outcomes and
- * the next checkpoint. Reported per step; latency is one whole run.
- */
-async function benchRuns(label: string, store: Store): Promise<Row> {
-  const step = {
-    toolCalls: Array.from({ length: STEP_CALLS }, (_, n) => ({ toolName: tool.name, input: { n } })),
-  };
-  const model = scriptedModel([...Array.from({ length: RUN_STEPS }, () => step), { text: 'done' }]);
-  const agent = defineAgent({
-    name: 'bench',
-    instructions: 'bench',
-    model,
-    tools: [tool],
-    maxSteps: RUN_STEPS + 1,
-  });
-  const runtime = await openRuntime({ store, agents: [agent], owner: 'bench' });
-  const runs = Math.max(1, Math.floor(CALLS / (RUN_STEPS * STEP_CALLS)));
-  try {
-    const row = await measure(label, `run loop, steps of ${STEP_CALLS} calls`, runs, 4, async () => {
-      const { run } = await runtime.startRun({ tenantId: 'bench', agent: 'bench', input: 'go' });
-      const done = await runtime.drive('bench', run.runId);
-      if (done.status !== 'completed') throw new Error(`bench run ended ${done.status}`);
-    });
-    return { ...row, ops: runs * RUN_STEPS, perSecond: Math.round((runs * RUN_STEPS) / row.seconds) };
-  } finally {
-    await runtime.close();
-  }
+/** Median time to import the built package in a fresh process, beyond Node's own start. */
+function importCost(): number {
+  const script = `const t = performance.now(); await import(${JSON.stringify(join(ROOT, 'dist/index.js'))}); process.stdout.write(String(performance.now() - t));`;
+  const times = Array.from({ length: 5 }, () =>
+    Number(execFileSync(process.execPath, ['--input-type=module', '-e', script], { encoding: 'utf8' })),
+  );
+  return median(times);
 }
 
 async function main(): Promise<void> {
-  const dir = mkdtempSync(join(tmpdir(), 'oncely-bench-'));
-  const adminUrl = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
-  const dbName = `oncely_bench_${process.pid}`;
+  let own: OwnPostgres | undefined;
+  let adminUrl = process.env.DATABASE_URL;
+  if (adminUrl === undefined || adminUrl === '') {
+    progress('no DATABASE_URL: starting an embedded PostgreSQL (fsync=off, figures not durable)');
+    own = await startOwnPostgres('bench');
+    adminUrl = own.url;
+  }
   const admin = new pg.Client({ connectionString: adminUrl });
   await admin.connect();
-  await admin.query(`CREATE DATABASE ${dbName}`);
-  const pgUrl = new URL(adminUrl);
-  pgUrl.pathname = `/${dbName}`;
+  const dir = mkdtempSync(join(tmpdir(), 'oncely-bench-'));
+  const counters = serverCounters(admin);
+  const scratch = (n: number): { name: string; url: string } => {
+    const name = `oncely_bench_${process.pid}_${n}`;
+    const url = new URL(adminUrl);
+    url.pathname = `/${name}`;
+    return { name, url: url.toString() };
+  };
   try {
-    const rows = [
-      ...(await benchStore('sqlite', `sqlite:${join(dir, 'bench.db')}`)),
-      ...(await benchStore('postgres', pgUrl.toString())),
-    ];
-    console.table(rows);
-    console.log(JSON.stringify({ calls: CALLS, node: process.version, rows }));
+    const pgCases: BenchCase[] = [...postgresCases(), ...(await peerCases(progress))];
+    const liteCases = sqliteCases();
+    const all = [...pgCases, ...liteCases];
+    const samples: Sample[] = [];
+    const rounds: Map<string, Sample>[] = [];
+    let n = 0;
+    for (let round = 1; round <= ROUNDS; round++) {
+      const order = shuffled(all, SEED + round);
+      const mine = new Map<string, Sample>();
+      for (const c of order) {
+        n += 1;
+        progress(`round ${round}/${ROUNDS}: ${c.id} (${c.ops} ops)`);
+        let s: Sample;
+        if (liteCases.includes(c)) {
+          const path = join(dir, `case${n}.db`);
+          s = await sample(c, round, path, undefined);
+          for (const suffix of ['', '-wal', '-shm']) rmSync(`${path}${suffix}`, { force: true });
+        } else {
+          const db = scratch(n);
+          await admin.query(`CREATE DATABASE ${db.name}`);
+          try {
+            s = await sample(c, round, db.url, counters);
+          } finally {
+            await admin.query(`DROP DATABASE IF EXISTS ${db.name} WITH (FORCE)`);
+          }
+        }
+        samples.push(s);
+        mine.set(c.id, s);
+      }
+      rounds.push(mine);
+    }
+    progress('importing the package, five times');
+    const env = await environment(admin, importCost());
+    const summaries = summarise(all, samples);
+    const results = judge(rounds);
+    const docPath = join(ROOT, 'docs/benchmarks.md');
+    const style = (await resolveConfig(docPath)) ?? {};
+    writeFileSync(docPath, await format(markdown(env, summaries, results), { ...style, parser: 'markdown' }));
+    const json = JSON.stringify({
+      environment: env,
+      targets: results.map((r) => ({ id: r.target.id, says: r.target.says, value: r.value, met: r.met })),
+      cases: summaries,
+      samples,
+    });
+    writeFileSync(join(ROOT, 'docs/benchmarks.json'), await format(json, { ...style, parser: 'json' }));
+    console.table(
+      summaries.map((s) => ({
+        case: s.id,
+        perSecond: Math.round(s.perSecond),
+        p50ms: s.p50ms.toFixed(2),
+        commits: s.commitsPerUnit?.toFixed(2) ?? '',
+      })),
+    );
+    for (const r of results)
+      console.log(
+        `${r.met === true ? 'met   ' : r.met === false ? 'MISSED' : 'n/a   '} ${r.target.says}: ${r.value?.toFixed(2) ?? '-'}`,
+      );
+    progress('wrote docs/benchmarks.md and docs/benchmarks.json');
   } finally {
-    await admin.query(`DROP DATABASE IF EXISTS ${dbName} WITH (FORCE)`);
     await admin.end();
     rmSync(dir, { recursive: true, force: true });
+    await own?.destroy();
   }
 }
 
