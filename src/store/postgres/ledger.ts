@@ -60,11 +60,7 @@ WITH req AS (
   SELECT tenant_id, idempotency_key, 'transition', $10, $11, 'reserve', NULL, 'started', attempt, 'reserved'
   FROM up
 )
-SELECT true AS oncely_reserved, up.* FROM up
-UNION ALL
-SELECT false, t.* FROM tool_executions t
-WHERE t.tenant_id = $9 AND t.idempotency_key IN (SELECT idempotency_key FROM req)
-  AND t.idempotency_key NOT IN (SELECT idempotency_key FROM up)`;
+SELECT * FROM up`;
 
 /**
  * Re-opens a `failed` record the decision table said may run again: compare-and-set on the version
@@ -147,11 +143,8 @@ export class PostgresLedger implements LedgerStore {
     if (first === undefined) return [];
     const fresh = requests.filter((r) => r.reopenVersion === undefined);
     const held = new Map<string, ToolExecutionRecord>();
-    const standing = new Map<string, ToolExecutionRecord>();
     if (fresh.length > 0) {
-      // One round trip: the rows it inserted, and the rows that stood already (as the statement's
-      // snapshot saw them; one committed by a concurrent reserver after that is read below).
-      const reserved = await this.db.query<ExecutionRow & { oncely_reserved: boolean }>(RESERVE, [
+      const reserved = await this.db.query<ExecutionRow>(RESERVE, [
         fresh.map((r) => r.idempotencyKey),
         fresh.map((r) => r.runId),
         fresh.map((r) => r.toolCallId),
@@ -165,9 +158,7 @@ export class PostgresLedger implements LedgerStore {
         actor.id,
         fresh.map((r) => r.attemptTimeoutMs),
       ]);
-      for (const row of reserved.rows) {
-        (row.oncely_reserved ? held : standing).set(row.idempotency_key, toRecord(row));
-      }
+      for (const row of reserved.rows) held.set(row.idempotency_key, toRecord(row));
     }
     for (const r of requests) {
       if (r.reopenVersion === undefined) continue;
@@ -184,14 +175,8 @@ export class PostgresLedger implements LedgerStore {
       ]);
       if (rows[0] !== undefined) held.set(r.idempotencyKey, toRecord(rows[0]));
     }
+    const others = requests.filter((r) => !held.has(r.idempotencyKey)).map((r) => r.idempotencyKey);
     const existing = new Map<string, ToolExecutionRecord>();
-    for (const r of fresh) {
-      const row = standing.get(r.idempotencyKey);
-      if (row !== undefined && !held.has(r.idempotencyKey)) existing.set(r.idempotencyKey, row);
-    }
-    const others = requests
-      .filter((r) => !held.has(r.idempotencyKey) && !existing.has(r.idempotencyKey))
-      .map((r) => r.idempotencyKey);
     if (others.length > 0) {
       const rows = await this.db.query<ExecutionRow>(GET_MANY, [first.tenantId, others]);
       for (const row of rows.rows) existing.set(row.idempotency_key, toRecord(row));
