@@ -55,7 +55,7 @@ export const TARGETS: readonly Target[] = [
     unit: '×',
     value: (r) => ratio(p50(r, 'pg.call.replay.seq'), p50(r, 'pg.floor.read')),
     whenMissed:
-      "a replay is one statement, but the reservation's insert-if-absent (a CTE over arrays that also answers the rows that stood), planned afresh each time, not a primary-key read; and the arguments are validated and digested first",
+      "a replay that writes nothing is still two statements, the reservation's insert-if-absent (a CTE over arrays, planned afresh each time) and the read of the row that stood, and the arguments are validated and digested first; answering the standing row in the insert's statement was tried and measured no faster, as planning, not the round trip, dominates",
   },
   {
     id: 'replay-commits',
@@ -246,7 +246,8 @@ export function markdown(
     'distance the WAL moved, both divided by the case’s units; the server is otherwise idle, so',
     'they are the case’s own. PostgreSQL comes from `DATABASE_URL` (else an embedded server is',
     'started, `fsync=off`: its figures are not durable ones). `BENCH_ROUNDS` (default 5) and',
-    '`BENCH_SCALE` (default 1, the operation counts) change the run.',
+    '`BENCH_SCALE` (default 1, the operation counts) change the run; `BENCH_REPORT_ONLY=1` writes this',
+    'page again from `docs/benchmarks.json` without measuring.',
     '',
   );
   lines.push('## Where it ran', '');

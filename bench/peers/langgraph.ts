@@ -30,6 +30,12 @@ const COUNT_THREADS = `SELECT count(DISTINCT thread_id)::int FROM ${SCHEMA}.chec
 
 async function openSaver(url: string): Promise<PostgresSaver> {
   const saver = PostgresSaver.fromConnString(url, { schema: SCHEMA });
+  // The runner drops the scratch database WITH (FORCE) after close(): a connection of the saver's
+  // pool still closing then gets "terminating connection", which unheard would crash the bench.
+  (saver as unknown as { pool: { on(event: 'error', listener: () => void): void } }).pool.on(
+    'error',
+    () => undefined,
+  );
   try {
     await saver.setup();
   } catch (error) {
