@@ -45,7 +45,7 @@ export const TARGETS: readonly Target[] = [
     unit: '×',
     value: (r) => ratio(p50(r, 'pg.call.new.seq'), p50(r, 'pg.floor.two-writes')),
     whenMissed:
-      'a guarded call is two statements like the floor, but each is a CTE that also appends a history event, is planned afresh on every execution (no prepared statements yet) and returns every column, and the JavaScript around them (validating the arguments, the digest, the decision table) adds its CPU',
+      'a guarded call is two statements like the floor, but each is a CTE that also appends a history event, is prepared but planned for each execution (a generic plan would pick the wrong index on a table without statistics) and returns every column, and the JavaScript around them (validating the arguments, the digest, the decision table) adds its CPU',
   },
   {
     id: 'replay-vs-read',
@@ -55,7 +55,7 @@ export const TARGETS: readonly Target[] = [
     unit: '×',
     value: (r) => ratio(p50(r, 'pg.call.replay.seq'), p50(r, 'pg.floor.read')),
     whenMissed:
-      "a replay that writes nothing is still two statements, the reservation's insert-if-absent (a CTE over arrays, planned afresh each time) and the read of the row that stood, and the arguments are validated and digested first; answering the standing row in the insert's statement was tried and measured no faster, as planning, not the round trip, dominates",
+      "a replay that writes nothing is still two statements, the reservation's insert-if-absent (a CTE over arrays, planned for each execution) and the read of the row that stood, and the arguments are validated and digested first; answering the standing row in the insert's statement was tried and measured no faster, as planning, not the round trip, dominates",
   },
   {
     id: 'replay-commits',

@@ -3,6 +3,7 @@ import pg from 'pg';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { defineAgent } from '../../src/agents/index.js';
+import { Ledger, executeToolCall } from '../../src/calls/index.js';
 import { scriptedModel } from '../../src/models/index.js';
 import { Runtime } from '../../src/runs/index.js';
 import { openStore, timeoutsFromEnv, type Store } from '../../src/store/index.js';
@@ -64,6 +65,38 @@ describe('PostgreSQL under faults', () => {
       checkpoint: { messages: [], step: 0, pending: null },
     });
   };
+
+  it('prepares its hot statements anew when a column is added under them, instead of failing every call', async () => {
+    const store = await storeWith({});
+    const ledger = new Ledger(store, { actorId: 'faults' });
+    const tool = defineTool({
+      name: 'prepared_effect',
+      description: 'keyed no-op',
+      input: z.object({ n: z.number() }),
+      effect: external(),
+      execute: (args) => args,
+    });
+    const call = (n: number) => ({ tenantId: TENANT, runId: 'run_prepared', toolCallId: `c${n}` });
+    // One connection, so the second call reuses the statements the first prepared.
+    for (let n = 0; n < 3; n++) {
+      expect((await executeToolCall(ledger, tool, { n }, call(n))).status).toBe('completed');
+    }
+    const admin = new pg.Client({ connectionString: db.url });
+    await admin.connect();
+    try {
+      await admin.query('ALTER TABLE tool_executions ADD COLUMN added_by_hand integer');
+      for (let n = 3; n < 6; n++) {
+        expect((await executeToolCall(ledger, tool, { n }, call(n))).status).toBe('completed');
+      }
+      const replayed = await executeToolCall(ledger, tool, { n: 0 }, call(0));
+      expect(replayed).toMatchObject({ status: 'completed', replayed: true });
+    } finally {
+      await admin.query('ALTER TABLE tool_executions DROP COLUMN IF EXISTS added_by_hand');
+      await admin.end();
+    }
+    const records = await store.ledger.list(TENANT, { runId: 'run_prepared', limit: 10 });
+    expect(records.map((r) => r.status)).toEqual(Array(6).fill('completed'));
+  });
 
   it('gives up on a row lock after lock_timeout instead of waiting as long as its holder is frozen', async () => {
     const store = await storeWith({ lockMs: 150 });

@@ -1,4 +1,5 @@
 import type pg from 'pg';
+import { FEATURE_NOT_SUPPORTED } from './sqlstate.js';
 import {
   RESERVABLE_STATUSES,
   settles,
@@ -134,6 +135,32 @@ const GET = `SELECT * FROM tool_executions WHERE tenant_id = $1 AND idempotency_
 const GET_MANY = `SELECT * FROM tool_executions WHERE tenant_id = $1 AND idempotency_key = ANY($2::text[])`;
 const HISTORY = `SELECT * FROM tool_execution_events WHERE tenant_id = $1 AND idempotency_key = $2 ORDER BY id`;
 
+/**
+ * A hot statement, prepared once per connection under a name: the server parses and rewrites it once,
+ * not on every call (it is still planned for each execution's values: see the pool's
+ * `plan_cache_mode` in postgres-store.ts). The name carries a
+ * generation: when the table under a prepared statement changes its columns (DDL by hand; a newer
+ * schema refuses writes anyway), the server refuses the old plan, the generation moves on, and every
+ * statement is prepared afresh under its new name (`renewIfStalePlan`).
+ */
+function prepared(name: string, text: string): { name: string; text: string } {
+  return { name: `${name}_${planGeneration}`, text };
+}
+
+let planGeneration = 1;
+
+/**
+ * Whether the server refused a prepared statement whose table changed; if so the generation moves on,
+ * so the next try prepares every statement anew.
+ */
+export function renewIfStalePlan(error: unknown): boolean {
+  const { code, message } = (error ?? {}) as { code?: unknown; message?: unknown };
+  if (code !== FEATURE_NOT_SUPPORTED || typeof message !== 'string') return false;
+  if (!message.includes('cached plan must not change result type')) return false;
+  planGeneration += 1;
+  return true;
+}
+
 /** The ledger on PostgreSQL. Correctness rests on single statements and the primary key alone. */
 export class PostgresLedger implements LedgerStore {
   constructor(private readonly db: Queryable) {}
@@ -144,7 +171,7 @@ export class PostgresLedger implements LedgerStore {
     const fresh = requests.filter((r) => r.reopenVersion === undefined);
     const held = new Map<string, ToolExecutionRecord>();
     if (fresh.length > 0) {
-      const reserved = await this.db.query<ExecutionRow>(RESERVE, [
+      const reserved = await this.db.query<ExecutionRow>(prepared('oncely_reserve', RESERVE), [
         fresh.map((r) => r.idempotencyKey),
         fresh.map((r) => r.runId),
         fresh.map((r) => r.toolCallId),
@@ -178,7 +205,10 @@ export class PostgresLedger implements LedgerStore {
     const others = requests.filter((r) => !held.has(r.idempotencyKey)).map((r) => r.idempotencyKey);
     const existing = new Map<string, ToolExecutionRecord>();
     if (others.length > 0) {
-      const rows = await this.db.query<ExecutionRow>(GET_MANY, [first.tenantId, others]);
+      const rows = await this.db.query<ExecutionRow>(prepared('oncely_get_many', GET_MANY), [
+        first.tenantId,
+        others,
+      ]);
       for (const row of rows.rows) existing.set(row.idempotency_key, toRecord(row));
     }
     return requests.map((r) => {
@@ -194,7 +224,7 @@ export class PostgresLedger implements LedgerStore {
   async transition(request: TransitionRequest): Promise<TransitionResult> {
     assertTransitionRequest(request);
     const columns = transitionColumns(request.to, request);
-    const updated = await this.db.query<ExecutionRow>(TRANSITION, [
+    const updated = await this.db.query<ExecutionRow>(prepared('oncely_transition', TRANSITION), [
       request.tenantId,
       request.idempotencyKey,
       request.to,

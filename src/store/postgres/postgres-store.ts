@@ -6,7 +6,7 @@ import type { MonitorStore } from '../monitor-store.js';
 import type { RunStore } from '../run-store.js';
 import type { LedgerStore, MigrationReport, SchemaState, Store, StoreTx } from '../store.js';
 import { PostgresApiKeys } from './api-keys.js';
-import { PostgresLedger, type Queryable } from './ledger.js';
+import { PostgresLedger, renewIfStalePlan, type Queryable } from './ledger.js';
 import { PostgresMonitor } from './monitor.js';
 import { PostgresRuns } from './runs.js';
 import { isWriteMethod, type StorePart } from '../write-methods.js';
@@ -67,7 +67,8 @@ function retrying(pool: pg.Pool): Queryable {
         return await (pool.query as (...a: unknown[]) => Promise<unknown>)(...args);
       } catch (error) {
         const code = (error as { code?: unknown }).code;
-        const transient = typeof code === 'string' && TRANSIENT.has(code);
+        // A prepared plan the server refused (its table changed) is prepared anew on the next try.
+        const transient = (typeof code === 'string' && TRANSIENT.has(code)) || renewIfStalePlan(error);
         if (tryNo >= TRANSIENT_TRIES || !transient) throw asStoreError(error);
         await new Promise((resolve) => setTimeout(resolve, 5 + Math.floor(Math.random() * 20 * tryNo)));
       }
@@ -125,6 +126,10 @@ export class PostgresStore implements Store {
       statement_timeout: timeouts.statementMs,
       lock_timeout: timeouts.lockMs,
       idle_in_transaction_session_timeout: timeouts.idleInTransactionMs,
+      // The hot statements are prepared (parsed once per connection) but planned for each execution's
+      // values: on a table without statistics yet, a generic plan picks the listing index for a
+      // primary-key lookup and would keep it until the next ANALYZE.
+      options: '-c plan_cache_mode=force_custom_plan',
     });
     // An idle client's error (the server went away) must not crash the process; the next query reports it.
     pool.on('error', () => undefined);
@@ -174,6 +179,8 @@ export class PostgresStore implements Store {
       );
       // A connection that cannot even roll back is not given back to the pool.
       if (!rolledBack) broken ??= error instanceof Error ? error : new Error(String(error));
+      // This transaction fails; the next one prepares its statements anew.
+      renewIfStalePlan(error);
       throw asStoreError(error);
     } finally {
       client.removeListener('error', onError);

@@ -6,3 +6,4 @@ export const LOCK_NOT_AVAILABLE = '55P03';
 export const UNDEFINED_TABLE = '42P01';
 export const DUPLICATE_TABLE = '42P07';
 export const QUERY_CANCELED = '57014';
+export const FEATURE_NOT_SUPPORTED = '0A000';
