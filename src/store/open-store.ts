@@ -68,8 +68,10 @@ export async function connectStore(
   if (url.startsWith('sqlite:')) {
     const path = url.slice('sqlite:'.length).replace(/^\/\/(?=\/)/, '');
     if (path === '') throw invalidUrl(url);
+    const lockWaitMs = msFromEnv(process.env, SQLITE_LOCK_WAIT_ENV);
     return SqliteStore.open(path === ':memory:' ? path : resolve(path), {
       ...(options.create === undefined ? {} : { create: options.create }),
+      ...(lockWaitMs === undefined ? {} : { lockWaitMs }),
     });
   }
   if (url.startsWith('postgres://') || url.startsWith('postgresql://')) {
@@ -87,22 +89,31 @@ const TIMEOUT_ENV = {
   idleInTransactionMs: 'ONCELY_PG_IDLE_IN_TRANSACTION_TIMEOUT_MS',
 } as const;
 
+/** How long a SQLite write waits for another process's lock (default 15000 ms; 0: not at all). */
+const SQLITE_LOCK_WAIT_ENV = 'ONCELY_SQLITE_LOCK_WAIT_MS';
+
 /** The PostgreSQL timeouts the environment sets; a value that is not a whole number of ms is refused. */
 export function timeoutsFromEnv(env: NodeJS.ProcessEnv): PostgresTimeouts {
   const timeouts: { statementMs?: number; lockMs?: number; idleInTransactionMs?: number } = {};
   for (const [field, name] of Object.entries(TIMEOUT_ENV) as [keyof PostgresTimeouts, string][]) {
-    const raw = env[name];
-    if (raw === undefined || raw.trim() === '') continue;
-    const value = Number(raw);
-    if (!Number.isInteger(value) || value < 0 || value > 86_400_000) {
-      throw new OncelyError(
-        'CONFIG_INVALID',
-        `${name}=${JSON.stringify(raw)} is not a timeout: use a whole number of milliseconds (0 turns it off)`,
-      );
-    }
-    timeouts[field] = value;
+    const value = msFromEnv(env, name);
+    if (value !== undefined) timeouts[field] = value;
   }
   return timeouts;
+}
+
+/** A whole number of milliseconds (0 to one day) from the environment; unset or blank: undefined. */
+export function msFromEnv(env: NodeJS.ProcessEnv, name: string): number | undefined {
+  const raw = env[name];
+  if (raw === undefined || raw.trim() === '') return undefined;
+  const value = Number(raw);
+  if (!Number.isInteger(value) || value < 0 || value > 86_400_000) {
+    throw new OncelyError(
+      'CONFIG_INVALID',
+      `${name}=${JSON.stringify(raw)} is not a timeout: use a whole number of milliseconds (0 turns it off)`,
+    );
+  }
+  return value;
 }
 
 function invalidUrl(url: string): OncelyError {

@@ -119,6 +119,28 @@ describe('store faults, answered honestly', () => {
     expect(await store.runs.get(TENANT, 'run_x')).toBeUndefined();
   });
 
+  it("SQLite: ONCELY_SQLITE_LOCK_WAIT_MS sets the wait for another process's lock; a bad value is refused", async () => {
+    const file = tempSqlitePath('lock_wait_env');
+    cleanups.push(() => file.cleanup());
+    const before = process.env.ONCELY_SQLITE_LOCK_WAIT_MS;
+    cleanups.push(() => {
+      if (before === undefined) delete process.env.ONCELY_SQLITE_LOCK_WAIT_MS;
+      else process.env.ONCELY_SQLITE_LOCK_WAIT_MS = before;
+    });
+    process.env.ONCELY_SQLITE_LOCK_WAIT_MS = 'soon';
+    await expect(openStore(`sqlite:${file.path}`)).rejects.toMatchObject({ code: 'CONFIG_INVALID' });
+    process.env.ONCELY_SQLITE_LOCK_WAIT_MS = '200';
+    const store = await openStore(`sqlite:${file.path}`);
+    cleanups.push(() => store.close());
+    const holder = await holdWriteLock(file.path, 3_000);
+    cleanups.push(() => {
+      holder.child.kill('SIGKILL');
+    });
+    const started = Date.now();
+    await expect(store.runs.create(newRun('run_env'))).rejects.toMatchObject({ code: 'STORE_UNAVAILABLE' });
+    expect(Date.now() - started).toBeLessThan(2_000);
+  });
+
   it('SQLite: a full disk is STORE_UNAVAILABLE saying so, not a raw SqliteError', () => {
     const file = tempSqlitePath('full');
     cleanups.push(() => file.cleanup());
