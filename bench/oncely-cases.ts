@@ -181,35 +181,27 @@ function loopStep(prefix: string, k: number): BenchCase {
   };
 }
 
-/** A whole agent run: started, three model steps of one tool call each, an answer. */
-function wholeRun(prefix: string): BenchCase {
+/** A whole agent run of `steps` model steps of one tool call each, then an answer (none: it answers at once). */
+function runCase(id: string, label: string, steps: number): BenchCase {
   return {
-    id: `${prefix}.run.calls-3`,
-    label: 'a whole agent run of 3 tool calls (scripted model)',
+    id,
+    label,
     unit: 'run',
     ops: ops(150),
     concurrency: 1,
     async open(url) {
-      const { runtime, store } = await runtimeOn(url, 3, 1);
+      const { runtime, store } = await runtimeOn(url, steps, 1);
       return { op: () => driveOne(runtime), close: () => closeAll(runtime, store) };
     },
   };
 }
 
-/** A run that answers at once: what a run costs besides its steps (start, claim, answer). */
-function emptyRun(prefix: string): BenchCase {
-  return {
-    id: `${prefix}.run.empty`,
-    label: 'a run whose model answers at once (no tool step)',
-    unit: 'run',
-    ops: ops(150),
-    concurrency: 1,
-    async open(url) {
-      const { runtime, store } = await runtimeOn(url, 0, 1);
-      return { op: () => driveOne(runtime), close: () => closeAll(runtime, store) };
-    },
-  };
-}
+const wholeRun = (prefix: string): BenchCase =>
+  runCase(`${prefix}.run.calls-3`, 'a whole agent run of 3 tool calls (scripted model)', 3);
+
+/** What a run costs besides its steps (start, claim, answer). */
+const emptyRun = (prefix: string): BenchCase =>
+  runCase(`${prefix}.run.empty`, 'a run whose model answers at once (no tool step)', 0);
 
 async function closeAll(runtime: Runtime, store: Store): Promise<void> {
   try {

@@ -1,7 +1,7 @@
 import { setMaxListeners } from 'node:events';
 import { crashPoint } from '../crash/index.js';
 import { landsUntil, type ToolExecutionRecord } from '../ledger/index.js';
-import type { ReserveRequest, ReserveResult, TransitionResult } from '../store/index.js';
+import type { ReserveRequest, ReserveResult, TransitionRequest, TransitionResult } from '../store/index.js';
 import { approvalsToConsume, consumeApproval } from './approvals.js';
 import type { Tool } from '../tools/index.js';
 import { runAttempts, type AttemptOutcome } from './attempt.js';
@@ -161,15 +161,7 @@ async function recordExecuted(
   try {
     writes = await ledger.store.transaction(async (tx) => {
       const done: [Executed, TransitionResult][] = [];
-      for (const p of executed) {
-        const { resultReference, keyed } = recordPlanOf(ledger, p);
-        done.push([
-          p,
-          await tx.ledger.transition(
-            outcomeTransition(ledger.actor, p.record, p.attempt, resultReference, keyed),
-          ),
-        ]);
-      }
+      for (const p of executed) done.push([p, await tx.ledger.transition(executedTransition(ledger, p))]);
       return done;
     });
   } catch {
@@ -177,10 +169,7 @@ async function recordExecuted(
     await crashPoint('tool.after-record');
     return records;
   }
-  for (const [p, written] of writes) {
-    reportLoss(ledger, written, reported(p.record.attempt, p.attempt.kind), p.record.attempt);
-    records.set(p, afterWrite(ledger, p, written));
-  }
+  for (const [p, written] of writes) records.set(p, afterWrite(ledger, p, written));
   await crashPoint('tool.after-record');
   return records;
 }
@@ -345,12 +334,26 @@ export function executedOutcome(
   return outcomeOfRecord(written);
 }
 
-/** After a caller's transaction wrote an executed call's outcome: keep listening for a late answer. */
+/** The compare-and-set that records an executed call's outcome, for a caller's own transaction. */
+export function executedTransition(
+  ledger: Ledger,
+  progress: Extract<CallProgress, { kind: 'executed' }>,
+): TransitionRequest {
+  const { resultReference, keyed } = recordPlanOf(ledger, progress);
+  return outcomeTransition(ledger.actor, progress.record, progress.attempt, resultReference, keyed);
+}
+
+/**
+ * After a caller's transaction wrote an executed call's outcome (`executedTransition`) and committed:
+ * a lost compare-and-set is reported, and an indeterminate attempt's late answer is listened for.
+ */
 export function afterWrite(
   ledger: Ledger,
   progress: Extract<CallProgress, { kind: 'executed' }>,
   written: TransitionResult,
 ): ToolExecutionRecord {
+  const { attempt } = progress.record;
+  reportLoss(ledger, written, reported(attempt, progress.attempt.kind), attempt);
   keepListening(recordPlanOf(ledger, progress), progress.attempt, written);
   if (written.record === undefined) throw vanished(progress.record);
   return written.record;

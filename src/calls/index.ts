@@ -10,6 +10,7 @@ export {
   proceedCall,
   executedOutcome,
   afterWrite,
+  executedTransition,
   recordPlanOf,
   type CallProgress,
   type Reserve,

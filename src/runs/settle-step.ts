@@ -1,13 +1,11 @@
 import {
   afterWrite,
   executedOutcome,
-  outcomeTransition,
+  executedTransition,
   proceedCall,
   reconcileHookOf,
   recordOutcome,
   recordPlanOf,
-  reportLoss,
-  reported,
   type CallProgress,
   type PreparedCall,
   type Reserve,
@@ -165,10 +163,7 @@ async function commit(
           outcomes.set(id, p.outcome);
           continue;
         }
-        const { resultReference, keyed } = recordPlanOf(driver.ledger, p);
-        const written = await tx.ledger.transition(
-          outcomeTransition(driver.ledger.actor, p.record, p.attempt, resultReference, keyed),
-        );
+        const written = await tx.ledger.transition(executedTransition(driver.ledger, p));
         if (written.record === undefined)
           throw new Error(`${p.record.idempotencyKey} vanished from the ledger`);
         writes.push([p, written]);
@@ -183,10 +178,7 @@ async function commit(
     await recordInHand(driver, progress);
     throw error;
   }
-  for (const [p, written] of writes) {
-    reportLoss(driver.ledger, written, reported(p.record.attempt, p.attempt.kind), p.record.attempt);
-    afterWrite(driver.ledger, p, written);
-  }
+  for (const [p, written] of writes) afterWrite(driver.ledger, p, written);
   await crashPoint('tool.after-record');
   return result;
 }

@@ -8,7 +8,7 @@ import type { RunRecord } from '../../src/run-state/index.js';
 import { initialMessages } from '../../src/runs/messages.js';
 import { openStore } from '../../src/store/index.js';
 import { createTestDatabase, tempSqlitePath } from '../support/databases.js';
-import { OncelyProcess, waitFor } from '../support/processes.js';
+import { OncelyProcess, createKeyWithCli, servingAddress, waitFor } from '../support/processes.js';
 
 /*
  * The life of `oncely serve` and `oncely worker` processes under faults, for real (spawned from the
@@ -99,39 +99,8 @@ async function runOf(url: string, runId: string): Promise<RunRecord | undefined>
   return readStore(url, (store) => store.runs.get(TENANT, runId));
 }
 
-async function createKey(url: string): Promise<string> {
-  const proc = spawn([
-    'keys',
-    'create',
-    '--tenant',
-    TENANT,
-    '--actor',
-    'ops-life',
-    '--role',
-    'operator',
-    '--database-url',
-    url,
-  ]);
-  const exit = await proc.exit(20_000);
-  expect(exit.code, proc.stderr).toBe(0);
-  return proc.stdout.split('\n')[0]!;
-}
-
-/** Waits for `oncely serve` to say where it listens. */
-async function listening(proc: OncelyProcess): Promise<string> {
-  return waitFor(
-    'oncely serve to listen',
-    () => {
-      if (proc.child.exitCode !== null)
-        throw new Error(`serve exited ${proc.child.exitCode}: ${proc.stderr}`);
-      const line = proc.stderr.split('\n').find((l) => l.includes('serving the oncely API'));
-      return Promise.resolve(
-        line === undefined ? undefined : (JSON.parse(line) as { address: string }).address,
-      );
-    },
-    20_000,
-  );
-}
+const createKey = (url: string): Promise<string> =>
+  createKeyWithCli(url, { tenant: TENANT, actor: 'ops-life', role: 'operator' });
 
 /** SIGTERM, and how the process ended and how long it took. */
 async function terminate(
@@ -140,6 +109,19 @@ async function terminate(
   const started = Date.now();
   const exit = await proc.stop(STOP_BOUND_MS + 5000);
   return { ...exit, ms: Date.now() - started };
+}
+
+/** SIGTERM: exit 0 within the bound, the stop line logged, the store closed. */
+async function expectCleanStop(
+  proc: OncelyProcess,
+  path: string | undefined,
+  stopped: string,
+): Promise<void> {
+  const exit = await terminate(proc);
+  expect(exit, proc.stderr).toMatchObject({ code: 0, signal: null });
+  expect(exit.ms).toBeLessThan(STOP_BOUND_MS);
+  expect(proc.stderr).toContain(`"msg":"${stopped}"`);
+  expect(storeClosed(proc, path)).toBe(true);
 }
 
 /** Waits for the file a hung tool or hook of the fixture leaves when it starts. */
@@ -169,7 +151,7 @@ describe.each(KINDS)('SIGTERM stops a process within its grace on %s', (kind) =>
       ['serve', '-c', fixture('hung.yaml'), '--database-url', db.url, '--port', '0', '--poll-ms', '100'],
       { HUNG_TIMEOUT_MS: '200' },
     );
-    const base = await listening(proc);
+    const base = await servingAddress(proc);
     const headers = { authorization: `Bearer ${key}`, 'content-type': 'application/json' };
     const created = await fetch(`${base}/v1/runs`, {
       method: 'POST',
@@ -191,11 +173,7 @@ describe.each(KINDS)('SIGTERM stops a process within its grace on %s', (kind) =>
     );
     expect(run.error?.code).toBe('RUN_CALL_UNKNOWN');
 
-    const exit = await terminate(proc);
-    expect(exit, proc.stderr).toMatchObject({ code: 0, signal: null });
-    expect(exit.ms).toBeLessThan(STOP_BOUND_MS);
-    expect(proc.stderr).toContain('"msg":"stopped"');
-    expect(storeClosed(proc, db.path)).toBe(true);
+    await expectCleanStop(proc, db.path, 'stopped');
     expect(await callStatus(db.url, 'run_serve_hung')).toBe('indeterminate');
   });
 
@@ -209,12 +187,8 @@ describe.each(KINDS)('SIGTERM stops a process within its grace on %s', (kind) =>
     });
     await marked(marks, 'tool');
 
-    const exit = await terminate(proc);
-    expect(exit, proc.stderr).toMatchObject({ code: 0, signal: null });
-    expect(exit.ms).toBeLessThan(STOP_BOUND_MS);
-    expect(proc.stderr).toContain('"msg":"worker stopped"');
+    await expectCleanStop(proc, db.path, 'worker stopped');
     expect(proc.stderr).toContain('not finished within the grace');
-    expect(storeClosed(proc, db.path)).toBe(true);
     // Nobody knows whether the credit went out: the record stays unknown, and the run is recovered.
     expect(await callStatus(db.url, 'run_worker_hung')).toBe('started');
     expect((await runOf(db.url, 'run_worker_hung'))?.status).toBe('running');
@@ -232,11 +206,7 @@ describe('SIGTERM, whatever a reconcile hook does', () => {
     });
     await marked(marks, 'hook');
 
-    const exit = await terminate(proc);
-    expect(exit, proc.stderr).toMatchObject({ code: 0, signal: null });
-    expect(exit.ms).toBeLessThan(STOP_BOUND_MS);
-    expect(proc.stderr).toContain('"msg":"worker stopped"');
-    expect(storeClosed(proc, db.path)).toBe(true);
+    await expectCleanStop(proc, db.path, 'worker stopped');
     expect(await callStatus(db.url, 'run_hung_hook')).toBe('indeterminate');
   });
 
@@ -338,7 +308,7 @@ describe('an API-only oncely serve', () => {
     const cwd = tempDir('no-config');
     const key = await createKey(db.url);
     const proc = spawn(['serve', '--no-worker', '--database-url', db.url, '--port', '0'], {}, cwd);
-    const base = await listening(proc);
+    const base = await servingAddress(proc);
     expect((await fetch(`${base}/healthz`)).status).toBe(200);
     expect((await fetch(`${base}/readyz`)).status).toBe(200);
     const list = await fetch(`${base}/v1/tool-executions`, { headers: { authorization: `Bearer ${key}` } });
@@ -411,7 +381,7 @@ describe('an API-only oncely serve', () => {
       {},
       tempDir('bare'),
     );
-    const refused = await compensate(await listening(bare));
+    const refused = await compensate(await servingAddress(bare));
     expect(refused.status).toBe(409);
     expect(refused.body).toMatchObject({ error: { code: 'LEDGER_NOT_COMPENSABLE' } });
     expect(JSON.stringify(refused.body)).toContain('loads the tools module exporting \\"issue_credit\\"');
@@ -427,7 +397,7 @@ describe('an API-only oncely serve', () => {
       '--port',
       '0',
     ]);
-    const done = await compensate(await listening(api));
+    const done = await compensate(await servingAddress(api));
     expect(done.status, JSON.stringify(done.body)).toBe(200);
     expect(done.body).toMatchObject({ status: 'compensated', record: { status: 'compensated' } });
     expect(api.stderr).not.toContain('no tools module');

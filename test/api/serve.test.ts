@@ -3,7 +3,7 @@ import { fileURLToPath } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createTestDatabase, tempSqlitePath } from '../support/databases.js';
-import { OncelyProcess, waitFor } from '../support/processes.js';
+import { OncelyProcess, createKeyWithCli, servingAddress, waitFor } from '../support/processes.js';
 
 const CONFIG = fileURLToPath(new URL('./fixture/oncely.yaml', import.meta.url));
 
@@ -16,41 +16,12 @@ async function serve(
     ['serve', '--config', CONFIG, '--database-url', databaseUrl, '--port', '0', '--poll-ms', '100', ...extra],
     { ONCELY_LOG_LEVEL: 'info' },
   );
-  const base = await waitFor(
-    'oncely serve to listen',
-    () => {
-      if (proc.child.exitCode !== null)
-        throw new Error(`serve exited ${proc.child.exitCode}: ${proc.stderr}`);
-      const line = proc.stderr.split('\n').find((l) => l.includes('serving the oncely API'));
-      return Promise.resolve(
-        line === undefined ? undefined : (JSON.parse(line) as { address: string }).address,
-      );
-    },
-    20_000,
-  );
+  const base = await servingAddress(proc);
   return { proc, base };
 }
 
-async function createKey(databaseUrl: string, role: string): Promise<string> {
-  const proc = new OncelyProcess(
-    [
-      'keys',
-      'create',
-      '--tenant',
-      'acme',
-      '--actor',
-      'ops-e2e',
-      '--role',
-      role,
-      '--database-url',
-      databaseUrl,
-    ],
-    {},
-  );
-  const exit = await proc.exit(20_000);
-  expect(exit.code, proc.stderr).toBe(0);
-  return proc.stdout.split('\n')[0]!;
-}
+const createKey = (databaseUrl: string, role: string): Promise<string> =>
+  createKeyWithCli(databaseUrl, { tenant: 'acme', actor: 'ops-e2e', role });
 
 describe('oncely serve', () => {
   const cleanups: (() => Promise<void>)[] = [];

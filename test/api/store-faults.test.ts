@@ -12,7 +12,7 @@ import { errorResponse } from '../../src/api/http-errors.js';
 import { latestVersion, loadMigrations } from '../../src/store/migrations.js';
 import { tempSqlitePath } from '../support/databases.js';
 import { startOwnPostgres } from '../support/own-postgres.js';
-import { OncelyProcess, ROOT } from '../support/processes.js';
+import { OncelyProcess, ROOT, createKeyWithCli } from '../support/processes.js';
 import { ApiHarness, TENANT } from './support/harness.js';
 
 /** Another process that takes the SQLite write lock and holds it for `ms`. */
@@ -258,11 +258,7 @@ describe('store faults, answered honestly', () => {
     const file = tempSqlitePath('cli_locked');
     cleanups.push(() => file.cleanup());
     const url = `sqlite:${file.path}`;
-    const create = new OncelyProcess(
-      ['keys', 'create', '--tenant', TENANT, '--actor', 'ops', '--role', 'viewer', '--database-url', url],
-      {},
-    );
-    expect((await create.exit(20_000)).code, create.stderr).toBe(0);
+    await createKeyWithCli(url, { tenant: TENANT, actor: 'ops', role: 'viewer' });
     const holder = await holdWriteLock(file.path, 20_000);
     cleanups.push(() => {
       holder.child.kill('SIGKILL');

@@ -76,3 +76,44 @@ export async function waitFor<T>(
     await sleep(everyMs);
   }
 }
+
+/** Waits (20 s at most) for `oncely serve` to log where it listens; its address. */
+export function servingAddress(proc: OncelyProcess): Promise<string> {
+  return waitFor(
+    'oncely serve to listen',
+    () => {
+      if (proc.child.exitCode !== null)
+        throw new Error(`serve exited ${proc.child.exitCode}: ${proc.stderr}`);
+      const line = proc.stderr.split('\n').find((l) => l.includes('serving the oncely API'));
+      return Promise.resolve(
+        line === undefined ? undefined : (JSON.parse(line) as { address: string }).address,
+      );
+    },
+    20_000,
+  );
+}
+
+/** `oncely keys create` on the database (creating a SQLite file if need be); the key it printed. */
+export async function createKeyWithCli(
+  databaseUrl: string,
+  key: { tenant: string; actor: string; role: string },
+): Promise<string> {
+  const proc = new OncelyProcess(
+    [
+      'keys',
+      'create',
+      '--tenant',
+      key.tenant,
+      '--actor',
+      key.actor,
+      '--role',
+      key.role,
+      '--database-url',
+      databaseUrl,
+    ],
+    {},
+  );
+  const exit = await proc.exit(20_000);
+  if (exit.code !== 0) throw new Error(`keys create exited ${exit.code}: ${proc.stderr}`);
+  return proc.stdout.split('\n')[0]!;
+}

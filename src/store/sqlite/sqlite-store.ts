@@ -158,17 +158,30 @@ export class SqliteStore implements Store {
     });
   }
 
-  /** Writes go through the write lock in turn; reads go straight to the read connection. */
+  /**
+   * Writes go through the write lock in turn; reads go straight to the read connection. Each method's
+   * wrapper is made once, on first use (every store call passes through here).
+   */
   private route<S extends object>(part: StorePart, onWriter: S, onReader: S): S {
+    // By the method itself, so one replaced on the object (a test's spy) is wrapped anew.
+    const wrapped = new WeakMap<object, (...args: unknown[]) => Promise<unknown>>();
+    const wrap = (property: string, call: (...a: unknown[]) => Promise<unknown>) => {
+      if (isWriteMethod(part, property)) {
+        return (...args: unknown[]) => this.write(() => call.apply(onWriter, args));
+      }
+      const readCall = Reflect.get(onReader, property) as (...a: unknown[]) => Promise<unknown>;
+      return (...args: unknown[]) => this.read(() => readCall.apply(onReader, args));
+    };
     return new Proxy(onWriter, {
       get: (object, property, receiver) => {
         const value: unknown = Reflect.get(object, property, receiver);
         if (typeof value !== 'function' || typeof property !== 'string') return value;
-        const call = value as (...a: unknown[]) => Promise<unknown>;
-        if (isWriteMethod(part, property))
-          return (...args: unknown[]) => this.write(() => call.apply(object, args));
-        const readCall = Reflect.get(onReader, property) as (...a: unknown[]) => Promise<unknown>;
-        return (...args: unknown[]) => this.read(() => readCall.apply(onReader, args));
+        let fn = wrapped.get(value);
+        if (fn === undefined) {
+          fn = wrap(property, value as (...a: unknown[]) => Promise<unknown>);
+          wrapped.set(value, fn);
+        }
+        return fn;
       },
     });
   }
