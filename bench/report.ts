@@ -116,6 +116,14 @@ export const TARGETS: readonly Target[] = [
       "the step's two transactions carry 16 reservations and 16 outcomes with their history events, each outcome its own statement; DBOS writes 16 small step rows",
   },
   {
+    id: 'model-flat',
+    says: "the model call's own overhead at 48 KiB of history within 1.25× of at 0 KiB (p50)",
+    kind: 'at-most',
+    limit: 1.25,
+    unit: '×',
+    value: (r) => ratio(p50(r, 'model.oncely.h48'), p50(r, 'model.oncely.h0')),
+  },
+  {
     id: 'sqlite-vs-floor',
     says: 'embedded SQLite (guarded calls per second) at ≥ 70% of its own two-write floor',
     kind: 'at-least',

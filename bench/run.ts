@@ -12,6 +12,7 @@ import { format, resolveConfig } from 'prettier';
 import { startOwnPostgres, type OwnPostgres } from '../test/support/own-postgres.js';
 import type { BenchCase } from './case.js';
 import { median, sample, shuffled, type Counters, type Sample } from './measure.js';
+import { modelCases } from './model-cases.js';
 import { postgresCases, sqliteCases } from './oncely-cases.js';
 import { peerCases } from './peers.js';
 import { judge, markdown, summarise, type Environment } from './report.js';
@@ -75,7 +76,7 @@ async function reportOnly(): Promise<void> {
     environment: Environment;
     samples: Sample[];
   };
-  const all = [...postgresCases(), ...(await peerCases(progress)), ...sqliteCases()];
+  const all = [...postgresCases(), ...(await peerCases(progress)), ...sqliteCases(), ...modelCases()];
   const rounds = new Map<number, Map<string, Sample>>();
   for (const s of saved.samples) {
     const round = rounds.get(s.round) ?? new Map<string, Sample>();
@@ -138,7 +139,8 @@ async function main(): Promise<void> {
   };
   try {
     const pgCases: BenchCase[] = [...postgresCases(), ...(await peerCases(progress))];
-    const liteCases = sqliteCases();
+    // Cases on a SQLite file, and the model's, which need no database (they are given a path too).
+    const liteCases = [...sqliteCases(), ...modelCases()];
     const all = [...pgCases, ...liteCases];
     const samples: Sample[] = [];
     const rounds: Map<string, Sample>[] = [];

@@ -88,6 +88,8 @@ export {
   scriptedModel,
   callModel,
   createModel,
+  ModelPrompt,
+  type CallModelOptions,
   type Script,
   type ScriptStep,
   type ScriptToolCall,

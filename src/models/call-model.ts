@@ -1,21 +1,23 @@
-import type { LanguageModelV3 } from '@ai-sdk/provider';
+import type {
+  LanguageModelV3,
+  LanguageModelV3CallOptions,
+  LanguageModelV3Content,
+  LanguageModelV3GenerateResult,
+} from '@ai-sdk/provider';
 import {
   APICallError,
-  InvalidToolInputError,
-  NoSuchToolError,
   RetryError,
-  generateText,
   jsonSchema,
-  stepCountIs,
   tool,
   type JSONSchema7,
   type LanguageModelUsage,
   type ModelMessage,
   type ToolSet,
-  type TypedToolCall,
 } from 'ai';
+import { asLanguageModelUsage, prepareRetries, prepareToolsAndToolChoice } from 'ai/internal';
 import { OncelyError, isOncelyError } from '../errors/index.js';
 import type { Tool } from '../tools/index.js';
+import { ModelPrompt } from './model-prompt.js';
 
 /** One tool call of a model's response, as the model made it. Its id is the provider's, not trusted. */
 export interface ModelToolCall {
@@ -58,6 +60,11 @@ export interface CallModelOptions {
    * `MODEL_CALL_FAILED` marked transient (a hung provider). Default: no limit.
    */
   readonly timeoutMs?: number;
+  /**
+   * The conversation as converted for the model at the last call, kept across a run's steps so each
+   * step validates and converts only the messages added since (default: a fresh one, all of them).
+   */
+  readonly prompt?: ModelPrompt;
 }
 
 /** Whether a failed model call may succeed later (an outage, a rate limit, a timeout). */
@@ -78,28 +85,31 @@ export const DEFAULT_MODEL_RETRIES = 2;
  * for (const call of turn.toolCalls) console.log(call.toolName, call.input);
  */
 export async function callModel(options: CallModelOptions): Promise<ModelTurn> {
-  const tools = toolSet(options.tools);
   const timeout = options.timeoutMs === undefined ? undefined : AbortSignal.timeout(options.timeoutMs);
   const signals = [options.signal, timeout].filter((s): s is AbortSignal => s !== undefined);
   const signal = signals.length === 0 ? undefined : AbortSignal.any(signals);
   try {
-    const result = await generateText({
-      model: options.model,
-      ...(options.system !== undefined && options.system !== '' ? { system: options.system } : {}),
-      messages: options.messages,
-      tools,
-      stopWhen: stepCountIs(1),
-      maxRetries: options.maxRetries ?? DEFAULT_MODEL_RETRIES,
+    const { model } = options;
+    const prompt = await (options.prompt ?? new ModelPrompt()).of(
+      model,
+      options.system,
+      options.messages,
+      signal,
+    );
+    const { tools, toolChoice } = await providerTools(options.tools);
+    const call: LanguageModelV3CallOptions = {
+      prompt,
+      ...(tools === undefined ? {} : { tools }),
+      ...(toolChoice === undefined ? {} : { toolChoice }),
       ...(signal === undefined ? {} : { abortSignal: signal }),
-      // No experimental_repairToolCall: a broken call is reported as the model made it.
-    });
-    const usage = usageOf(result.usage);
-    return {
-      text: result.text,
-      toolCalls: result.toolCalls.map((call) => modelToolCall(call, tools)),
-      finishReason: result.finishReason,
-      ...(usage === undefined ? {} : { usage }),
     };
+    // The SDK's own retry of transient errors (backoff, retry-after headers), as generateText's.
+    const { retry } = prepareRetries({
+      maxRetries: options.maxRetries ?? DEFAULT_MODEL_RETRIES,
+      abortSignal: signal,
+    });
+    const result = await retry(() => model.doGenerate(call));
+    return turnOf(result, options.tools);
   } catch (error) {
     if (options.signal?.aborted === true) throw options.signal.reason;
     if (timeout?.aborted === true) {
@@ -116,13 +126,29 @@ export async function callModel(options: CallModelOptions): Promise<ModelTurn> {
   }
 }
 
+/** The tools as the provider takes them (description and JSON Schema), made once per tool list. */
+const describedTools = new WeakMap<readonly Tool[], ReturnType<typeof prepareToolsAndToolChoice>>();
+
+function providerTools(tools: readonly Tool[]): ReturnType<typeof prepareToolsAndToolChoice> {
+  let described = describedTools.get(tools);
+  if (described === undefined) {
+    described = prepareToolsAndToolChoice({
+      tools: toolSet(tools),
+      toolChoice: undefined,
+      activeTools: undefined,
+    });
+    describedTools.set(tools, described);
+  }
+  return described;
+}
+
 /** The tools as the SDK sees them: description and JSON Schema, and no `execute`. */
 function toolSet(tools: readonly Tool[]): ToolSet {
   const set: ToolSet = {};
   for (const t of tools) {
     const schema = { ...t.jsonSchema };
     delete schema.$schema; // the dialect marker; some providers refuse it
-    // Arguments are validated by the runtime against the tool's zod schema, so the SDK only parses JSON.
+    // Arguments are validated by the runtime against the tool's zod schema, so only JSON is parsed.
     set[t.name] = tool({
       description: t.description,
       inputSchema: jsonSchema<unknown>(schema as JSONSchema7),
@@ -131,23 +157,52 @@ function toolSet(tools: readonly Tool[]): ToolSet {
   return set;
 }
 
-function modelToolCall(call: TypedToolCall<ToolSet>, tools: ToolSet): ModelToolCall {
-  const base = {
-    modelToolCallId: call.toolCallId === '' ? undefined : call.toolCallId,
-    toolName: call.toolName,
-    input: call.input as unknown,
+/** The model's response: its text, and each call it asks for parsed as generateText would. */
+function turnOf(result: LanguageModelV3GenerateResult, tools: readonly Tool[]): ModelTurn {
+  const names = new Set(tools.map((t) => t.name));
+  let text = '';
+  const toolCalls: ModelToolCall[] = [];
+  for (const part of result.content) {
+    if (part.type === 'text') text += part.text;
+    else if (part.type === 'tool-call' && part.providerExecuted !== true) {
+      toolCalls.push(modelToolCall(part, names));
+    }
+  }
+  const usage = usageOf(asLanguageModelUsage(result.usage));
+  return {
+    text,
+    toolCalls,
+    finishReason: result.finishReason.unified,
+    ...(usage === undefined ? {} : { usage }),
   };
-  if (call.invalid !== true) return base;
-  return { ...base, problem: problemOf(call.error, call.toolName, tools) };
 }
 
-function problemOf(error: unknown, toolName: string, tools: ToolSet): string {
-  if (NoSuchToolError.isInstance(error)) {
-    const names = Object.keys(tools);
-    return `there is no tool named "${toolName}"; the tools are: ${names.length > 0 ? names.join(', ') : '(none)'}`;
+type ToolCallContent = Extract<LanguageModelV3Content, { type: 'tool-call' }>;
+
+function modelToolCall(call: ToolCallContent, names: ReadonlySet<string>): ModelToolCall {
+  const modelToolCallId = call.toolCallId === '' ? undefined : call.toolCallId;
+  const base = { modelToolCallId, toolName: call.toolName };
+  // An empty input is an empty object, as the SDK reads it.
+  const parsed = call.input.trim() === '' ? { ok: true as const, value: {} } : parseJson(call.input);
+  const input = parsed.ok ? parsed.value : call.input;
+  if (!names.has(call.toolName)) {
+    return { ...base, input, problem: problemOf(call.toolName, [...names]) };
   }
-  if (InvalidToolInputError.isInstance(error)) return `the input for tool "${toolName}" is not valid JSON`;
-  return error instanceof Error ? error.message : String(error);
+  if (!parsed.ok)
+    return { ...base, input, problem: `the input for tool "${call.toolName}" is not valid JSON` };
+  return { ...base, input };
+}
+
+function parseJson(text: string): { ok: true; value: unknown } | { ok: false } {
+  try {
+    return { ok: true, value: JSON.parse(text) as unknown };
+  } catch {
+    return { ok: false };
+  }
+}
+
+function problemOf(toolName: string, names: readonly string[]): string {
+  return `there is no tool named "${toolName}"; the tools are: ${names.length > 0 ? names.join(', ') : '(none)'}`;
 }
 
 function usageOf(usage: LanguageModelUsage): ModelUsage | undefined {

@@ -15,6 +15,7 @@ export {
   type ModelToolCall,
   type ModelUsage,
 } from './call-model.js';
+export { ModelPrompt } from './model-prompt.js';
 export { createModel, type CreateModelOptions } from './providers.js';
 export {
   modelConfigSchema,

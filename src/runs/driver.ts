@@ -2,7 +2,7 @@ import type { Agent } from '../agents/index.js';
 import type { Ledger } from '../calls/index.js';
 import { crashPoint } from '../crash/index.js';
 import { OncelyError, errorInfo, isOncelyError } from '../errors/index.js';
-import { callModel, isTransientModelFailure, type ModelTurn } from '../models/index.js';
+import { ModelPrompt, callModel, isTransientModelFailure, type ModelTurn } from '../models/index.js';
 import type { ErrorInfo } from '../ledger/index.js';
 import type { Checkpoint, CheckpointStatus, RunRecord } from '../run-state/index.js';
 import type { RunEventInput, SaveCheckpointRequest, StoreTx } from '../store/index.js';
@@ -74,6 +74,8 @@ export class RunDriver {
   #unsaved: { readonly events: readonly RunEventInput[] } | undefined;
   /** Model outages in a row as this drive knows them: the claim's count, 0 once the model answers. */
   #modelOutages: number;
+  /** The conversation as converted for the model: each step converts only what it added. */
+  readonly #prompt = new ModelPrompt();
 
   constructor(options: DriverOptions, run: RunRecord) {
     this.ledger = options.ledger;
@@ -270,6 +272,7 @@ export class RunDriver {
         tools: this.agent.tools,
         signal: this.lease.signal,
         timeoutMs: this.agent.modelTimeoutMs,
+        prompt: this.#prompt,
       });
     } catch (error) {
       if (this.lease.lost) return this.standDown();

@@ -1,0 +1,109 @@
+import type { ModelMessage } from 'ai';
+import type * as sdkInternal from 'ai/internal';
+import { convertToLanguageModelPrompt, standardizePrompt } from 'ai/internal';
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { ModelPrompt } from './model-prompt.js';
+import { scriptedModel } from './scripted-model.js';
+
+/** How many messages the SDK was asked to validate, counted through its own function. */
+const validated = vi.hoisted(() => ({ messages: 0 }));
+vi.mock('ai/internal', async (importOriginal) => {
+  const sdk = await importOriginal<typeof sdkInternal>();
+  return {
+    ...sdk,
+    standardizePrompt: (prompt: Parameters<typeof sdk.standardizePrompt>[0]) => {
+      validated.messages += prompt.messages?.length ?? 0;
+      return sdk.standardizePrompt(prompt);
+    },
+  };
+});
+
+afterEach(() => {
+  validated.messages = 0;
+});
+
+const model = scriptedModel([]);
+
+/** One model step as a run records it: the response with a call, then the call's result. */
+function step(n: number): ModelMessage[] {
+  const id = `call_${n}`;
+  return [
+    {
+      role: 'assistant',
+      content: [
+        { type: 'text', text: `step ${n}` },
+        { type: 'tool-call', toolCallId: id, toolName: 'lookup', input: { n } },
+      ],
+    },
+    {
+      role: 'tool',
+      content: [
+        {
+          type: 'tool-result',
+          toolCallId: id,
+          toolName: 'lookup',
+          output: { type: 'json', value: { n, found: true } },
+        },
+      ],
+    },
+  ];
+}
+
+/** What generateText would send: the whole conversation validated and converted at once. */
+async function whole(system: string | undefined, messages: ModelMessage[]) {
+  const prompt = await standardizePrompt({ ...(system === undefined ? {} : { system }), messages });
+  return convertToLanguageModelPrompt({ prompt, supportedUrls: {}, download: undefined });
+}
+
+describe('ModelPrompt', () => {
+  it('gives at every step what converting the whole conversation gives, validating each message once', async () => {
+    const prompt = new ModelPrompt();
+    let messages: ModelMessage[] = [{ role: 'user', content: 'Refund order o_1' }];
+    for (let n = 1; n <= 12; n++) {
+      expect(await prompt.of(model, 'Be brief.', messages)).toEqual(await whole('Be brief.', messages));
+      messages = [...messages, ...step(n)];
+    }
+    const steps = 12;
+    const sent = 1 + 2 * (steps - 1); // the messages given to the prompt over the run
+    // The comparison above validated the whole conversation each time (1 + 3 + 5 + ... messages);
+    // the prompt validated each message once.
+    const byComparison = Array.from({ length: steps }, (_, i) => 1 + 2 * i).reduce((a, b) => a + b, 0);
+    expect(validated.messages - byComparison).toBe(sent);
+  });
+
+  it('refuses a message that is not a model message when it is added, as the SDK does', async () => {
+    const prompt = new ModelPrompt();
+    const messages: ModelMessage[] = [{ role: 'user', content: 'hi' }];
+    await prompt.of(model, undefined, messages);
+    const broken = [
+      ...messages,
+      { role: 'assistant', content: [{ type: 'bogus' }] } as unknown as ModelMessage,
+    ];
+    await expect(prompt.of(model, undefined, broken)).rejects.toThrow(/Invalid prompt/i);
+  });
+
+  it('converts a conversation that does not extend the last one whole (a resumed run reads new objects)', async () => {
+    const prompt = new ModelPrompt();
+    const first: ModelMessage[] = [{ role: 'user', content: 'one' }, ...step(1)];
+    await prompt.of(model, undefined, first);
+    const reread = JSON.parse(JSON.stringify([...first, ...step(2)])) as ModelMessage[];
+    const before = validated.messages;
+    expect(await prompt.of(model, undefined, reread)).toEqual(await whole(undefined, reread));
+    expect(validated.messages - before - reread.length).toBe(reread.length); // whole, plus the comparison
+  });
+
+  it('converts whole when the added messages start with tool results (they merge into the last)', async () => {
+    const prompt = new ModelPrompt();
+    const known: ModelMessage[] = [{ role: 'user', content: 'one' }, ...step(1)];
+    await prompt.of(model, undefined, known);
+    const more = step(1)[1] as ModelMessage; // a second tool message right after the first
+    const messages = [...known, more];
+    const sent = await prompt.of(model, undefined, messages);
+    expect(sent).toEqual(await whole(undefined, messages));
+    expect(sent.filter((m) => m.role === 'tool')).toHaveLength(1);
+  });
+
+  it('refuses an empty conversation, as the SDK does', async () => {
+    await expect(new ModelPrompt().of(model, undefined, [])).rejects.toThrow(/must not be empty/);
+  });
+});
