@@ -91,6 +91,8 @@ export class ApiMetrics {
       monitor: store.monitor,
       transaction: <T>(fn: (tx: StoreTx) => Promise<T>) =>
         store.transaction((tx) => fn({ ledger: timed(tx.ledger), runs: tx.runs })),
+      reserveStep: (request) => timer(this.ledgerLatency)('reserve_step', () => store.reserveStep(request)),
+      recordStep: (request) => timer(this.ledgerLatency)('record_step', () => store.recordStep(request)),
       migrate: () => store.migrate(),
       schemaState: () => store.schemaState(),
       probe: () => store.probe(),
@@ -99,8 +101,9 @@ export class ApiMetrics {
   }
 }
 
-function timedLedger(ledger: LedgerStore, histogram: Histogram<'operation' | 'outcome'>): LedgerStore {
-  const time = async <T>(operation: string, work: () => Promise<T>): Promise<T> => {
+/** Times a store operation in the histogram, labelled by operation and outcome. */
+function timer(histogram: Histogram<'operation' | 'outcome'>) {
+  return async <T>(operation: string, work: () => Promise<T>): Promise<T> => {
     const end = histogram.startTimer({ operation });
     try {
       const value = await work();
@@ -111,9 +114,14 @@ function timedLedger(ledger: LedgerStore, histogram: Histogram<'operation' | 'ou
       throw error;
     }
   };
+}
+
+function timedLedger(ledger: LedgerStore, histogram: Histogram<'operation' | 'outcome'>): LedgerStore {
+  const time = timer(histogram);
   return {
     reserve: (requests, actor) => time('reserve', () => ledger.reserve(requests, actor)),
     transition: (request) => time('transition', () => ledger.transition(request)),
+    transitions: (requests) => time('transitions', () => ledger.transitions(requests)),
     note: (request) => time('note', () => ledger.note(request)),
     get: (tenantId, key) => time('get', () => ledger.get(tenantId, key)),
     history: (tenantId, key) => time('history', () => ledger.history(tenantId, key)),

@@ -139,8 +139,8 @@ function batchSignal(
 }
 
 /**
- * Records the outcomes of the calls a batch executed: one on its own, several in one transaction
- * (one commit for the step, whatever its size). If that transaction fails, each is recorded on its
+ * Records the outcomes of the calls a batch executed: one on its own, several in one write (one
+ * statement and one commit for the step, whatever its size). If that transaction fails, each is recorded on its
  * own: what the calls came to is the truth, and left `started` a completed call would look unknown.
  */
 async function recordExecuted(
@@ -159,11 +159,8 @@ async function recordExecuted(
   }
   let writes: [Executed, TransitionResult][];
   try {
-    writes = await ledger.store.transaction(async (tx) => {
-      const done: [Executed, TransitionResult][] = [];
-      for (const p of executed) done.push([p, await tx.ledger.transition(executedTransition(ledger, p))]);
-      return done;
-    });
+    const written = await ledger.store.ledger.transitions(executed.map((p) => executedTransition(ledger, p)));
+    writes = executed.map((p, i): [Executed, TransitionResult] => [p, written[i]!]);
   } catch {
     for (const p of executed) await one(p);
     await crashPoint('tool.after-record');

@@ -178,15 +178,18 @@ export class RunDriver {
 
   /**
    * Inside the transaction that reserves the step's calls: saves the model's response first if it is
-   * not saved yet, so no call is reserved whose response a crash could lose. False: fenced out.
+   * not saved yet, so no call is reserved whose response a crash could lose, renewing the lease in
+   * the same write. `none`: nothing was left to save (nor renewed); `fenced`: the lease is lost.
    */
-  async saveResponse(tx: StoreTx): Promise<boolean> {
-    if (this.#unsaved === undefined) return true;
+  async saveResponse(tx: StoreTx): Promise<'saved' | 'none' | 'fenced'> {
+    if (this.#unsaved === undefined) return 'none';
     const fresh = this.#fresh;
-    const saved = await this.save(tx, this.#checkpoint, 'running');
+    const saved = await this.save(tx, this.#checkpoint, 'running', {
+      renewLease: { owner: this.owner, leaseMs: this.leaseMs },
+    });
     // The calls were still minted by this drive: it knows no record of them can stand.
     this.#fresh = saved && fresh;
-    return saved;
+    return saved ? 'saved' : 'fenced';
   }
 
   /** Ends the drive in `status` (a wait or a final status), or stands down if fenced out. */

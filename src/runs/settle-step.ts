@@ -111,12 +111,16 @@ function fencedReserve(driver: RunDriver) {
     // claimed the run yet: the database would still renew an unexpired lease, never an expired one.
     if (lease.lost) throw leaseLost(run.runId, lease.epoch);
     return ledger.store.transaction(async (tx) => {
-      if (!(await driver.saveResponse(tx))) throw leaseLost(run.runId, lease.epoch);
-      const held = await tx.runs.renewLease(
-        { tenantId: run.tenantId, runId: run.runId, leaseEpoch: lease.epoch },
-        driver.owner,
-        driver.leaseMs,
-      );
+      // The response is saved with the lease renewed in one write; with none to save, renewed alone.
+      const saved = await driver.saveResponse(tx);
+      const held =
+        saved === 'saved' ||
+        (saved === 'none' &&
+          (await tx.runs.renewLease(
+            { tenantId: run.tenantId, runId: run.runId, leaseEpoch: lease.epoch },
+            driver.owner,
+            driver.leaseMs,
+          )));
       if (!held) throw leaseLost(run.runId, lease.epoch);
       for (const call of consume) {
         const used = await tx.runs.consumeApproval(
@@ -158,17 +162,22 @@ async function commit(
     result = await driver.ledger.store.transaction(async (tx) => {
       writes.length = 0;
       const outcomes = new Map<string, ToolCallOutcome>(plan.standing);
+      const executed: [string, Executed][] = [];
       for (const [id, p] of progress) {
-        if (p.kind === 'settled') {
-          outcomes.set(id, p.outcome);
-          continue;
-        }
-        const written = await tx.ledger.transition(executedTransition(driver.ledger, p));
-        if (written.record === undefined)
-          throw new Error(`${p.record.idempotencyKey} vanished from the ledger`);
-        writes.push([p, written]);
-        outcomes.set(id, executedOutcome(p, written.record));
+        if (p.kind === 'settled') outcomes.set(id, p.outcome);
+        else executed.push([id, p]);
       }
+      // Every outcome of the step in one write.
+      const written = await tx.ledger.transitions(
+        executed.map(([, p]) => executedTransition(driver.ledger, p)),
+      );
+      executed.forEach(([id, p], i) => {
+        const result = written[i];
+        if (result?.record === undefined)
+          throw new Error(`${p.record.idempotencyKey} vanished from the ledger`);
+        writes.push([p, result]);
+        outcomes.set(id, executedOutcome(p, result.record));
+      });
       const told = tell(driver, calls, plan, progress, outcomes);
       return decide(driver, tx, told, plan, mayPassAgain);
     });

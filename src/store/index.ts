@@ -48,4 +48,10 @@ export {
   type NewApiKey,
   type ApiKeyListFilter,
 } from './api-key-store.js';
+export type {
+  ReserveStepRequest,
+  ReserveStepResult,
+  RecordStepRequest,
+  RecordStepResult,
+} from './step-writes.js';
 export type { MonitorStore, StoreStats, UnknownCallFilter } from './monitor-store.js';

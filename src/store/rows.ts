@@ -131,6 +131,14 @@ export function assertTransitionRequest(request: TransitionRequest): void {
 }
 
 /** The column values a transition writes, decided once for both dialects. */
+/** A batch of transitions names each key once (two moves of one record in one write would race). */
+export function assertDistinctKeys(requests: readonly { idempotencyKey: string }[]): void {
+  const keys = new Set(requests.map((r) => r.idempotencyKey));
+  if (keys.size !== requests.length) {
+    throw new Error('a batch of transitions names a key twice; one write moves each record once');
+  }
+}
+
 export function transitionColumns(
   to: LedgerStatus,
   request: {

@@ -41,6 +41,11 @@ export interface SaveCheckpointRequest {
   readonly events?: readonly RunEventInput[];
   /** The model answered in this step: its run of outages ends. */
   readonly modelAnswered?: boolean;
+  /**
+   * Renew the lease in the same write, as `renewLease` would (held by this owner and not expired, or
+   * nothing is saved): a step's response saved with its reservations costs no statement of its own.
+   */
+  readonly renewLease?: { readonly owner: string; readonly leaseMs: number };
 }
 
 /**

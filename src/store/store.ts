@@ -1,4 +1,10 @@
 import type {
+  RecordStepRequest,
+  RecordStepResult,
+  ReserveStepRequest,
+  ReserveStepResult,
+} from './step-writes.js';
+import type {
   Actor,
   EffectKind,
   ErrorInfo,
@@ -109,6 +115,12 @@ export interface LedgerStore {
   /** Reserves every request atomically: of any number of concurrent reservers, one wins each key. */
   reserve(requests: readonly ReserveRequest[], actor: Actor): Promise<ReserveResult[]>;
   transition(request: TransitionRequest): Promise<TransitionResult>;
+  /**
+   * Several transitions, each its own compare-and-set exactly as `transition` would make it, in one
+   * atomic write (one statement on PostgreSQL when every one applies): the outcomes of a step. The
+   * results are in the requests' order. Keys must differ.
+   */
+  transitions(requests: readonly TransitionRequest[]): Promise<TransitionResult[]>;
   note(request: NoteRequest): Promise<void>;
   get(tenantId: string, idempotencyKey: string): Promise<ToolExecutionRecord | undefined>;
   history(tenantId: string, idempotencyKey: string): Promise<LedgerEvent[]>;
@@ -142,6 +154,10 @@ export interface Store extends StoreTx {
   readonly monitor: MonitorStore;
   /** Runs `fn` in one database transaction; everything it writes commits or none of it does. */
   transaction<T>(fn: (tx: StoreTx) => Promise<T>): Promise<T>;
+  /** A model's response saved with the reservation of its calls, in one atomic write. */
+  reserveStep(request: ReserveStepRequest): Promise<ReserveStepResult>;
+  /** A step's outcomes recorded with the checkpoint that tells them, in one atomic write. */
+  recordStep(request: RecordStepRequest): Promise<RecordStepResult>;
   migrate(): Promise<MigrationReport>;
   schemaState(): Promise<SchemaState>;
   /**

@@ -10,7 +10,7 @@ import type { LedgerStore } from './store.js';
  * the type lists every method name that is not a read.
  */
 export const WRITE_METHODS = {
-  ledger: ['reserve', 'transition', 'note'],
+  ledger: ['reserve', 'transition', 'transitions', 'note'],
   runs: [
     'create',
     'claimNext',

@@ -616,6 +616,114 @@ export function describeStoreConformance(
       });
     });
 
+    describe('transitions: the outcomes of a step in one write', () => {
+      it('moves every record of a batch as transition would, answering in request order, one event each', async () => {
+        const records = await Promise.all([1, 2, 3, 4].map(() => reserveOne(request())));
+        const moves: Move[] = [
+          { via: 'outcome', to: 'completed', result: { receipt: 'r_a' }, resultReference: 'ref_a' },
+          { via: 'outcome', to: 'indeterminate', error: { code: 'TOOL_TIMEOUT', message: 'no answer' } },
+          { via: 'outcome', to: 'failed', error: { code: 'NOT_ATTEMPTED', message: 'refused' } },
+          { via: 'outcome', to: 'completed', result: { receipt: 'r_d' } },
+        ];
+        const before = await Promise.all(records.map((r) => snapshot(r.idempotencyKey)));
+        const results = await store.ledger.transitions(records.map((r, i) => transitionOf(r, moves[i]!)));
+        expect(results.map((r) => r.applied)).toEqual([true, true, true, true]);
+        for (const [i, record] of records.entries()) {
+          const move = moves[i]!;
+          const moved = results[i]!.record!;
+          expect(moved).toMatchObject({
+            idempotencyKey: record.idempotencyKey,
+            status: move.to,
+            version: record.version + 1,
+            attempt: 1,
+          });
+          if (move.to === 'completed') {
+            expect(moved.result).toEqual(move.result);
+            expect(moved.resultReference).toBe(move.resultReference ?? null);
+            expect(moved.settledBy).toEqual(RUNTIME);
+          } else {
+            expect(moved.error).toEqual(move.error);
+          }
+          if (move.to === 'indeterminate') expect(moved.settledAt).toBeNull();
+          const after = await snapshot(record.idempotencyKey);
+          expect(after.record).toEqual(moved);
+          expect(after.history.slice(0, -1)).toEqual(before[i]!.history);
+          expect(after.history.at(-1)).toMatchObject({
+            kind: 'transition',
+            via: 'outcome',
+            from: 'started',
+            to: move.to,
+            actor: RUNTIME,
+            attempt: 1,
+            reason: `to ${move.to}`,
+          });
+        }
+      });
+
+      it('moves the winners of a batch and answers each loser as transition would: ignored, conflict, missing', async () => {
+        const winner = await reserveOne(request());
+        const unknown = await apply(await reserveOne(request()), { via: 'outcome', to: 'indeterminate' });
+        const settled = await apply(unknown, { via: 'resolve', to: 'failed', actor: OPERATOR });
+        const completed = await recordIn('completed');
+        const results = await store.ledger.transitions([
+          transitionOf(winner, { via: 'outcome', to: 'completed', result: { receipt: 'won' } }),
+          // A late effect on a call an operator settled failed: a conflict.
+          {
+            ...transitionOf(unknown, { via: 'outcome', to: 'completed', result: { credit: 'cr_9' } }),
+            recordIgnored: true,
+            attempt: 1,
+          },
+          // A stale outcome that agrees with the record: ignored.
+          {
+            ...transitionOf(completed, { via: 'outcome', to: 'completed', result: { receipt: 'r1' } }),
+            expect: { status: 'started', version: 1 },
+            recordIgnored: true,
+          },
+          // No such record.
+          { ...transitionOf(winner, { via: 'outcome', to: 'failed' }), idempotencyKey: 'run_none:call_1' },
+        ]);
+        expect(results[0]).toMatchObject({
+          applied: true,
+          record: { status: 'completed', result: { receipt: 'won' } },
+        });
+        expect(results[1]).toMatchObject({
+          applied: false,
+          conflict: true,
+          record: { status: 'failed', version: settled.version },
+        });
+        expect(results[2]).toEqual({ applied: false, record: completed });
+        expect(results[3]).toEqual({ applied: false, record: undefined });
+        expect((await store.ledger.history(TENANT, unknown.idempotencyKey)).at(-1)).toMatchObject({
+          kind: 'conflict',
+          from: 'failed',
+          to: 'completed',
+        });
+        expect((await store.ledger.history(TENANT, completed.idempotencyKey)).at(-1)).toMatchObject({
+          kind: 'ignored',
+          from: 'completed',
+          to: 'completed',
+        });
+        expect(await store.ledger.get(TENANT, 'run_none:call_1')).toBeUndefined();
+      });
+
+      it('refuses a batch with a move the table forbids, or a key named twice, writing nothing', async () => {
+        const a = await reserveOne(request());
+        const b = await reserveOne(request());
+        const before = [await snapshot(a.idempotencyKey), await snapshot(b.idempotencyKey)];
+        const ok = transitionOf(a, { via: 'outcome', to: 'completed', result: { receipt: 'x' } });
+        const forbidden = transitionOf(b, { via: 'outcome', to: 'compensated' });
+        expect(await codeOf(() => store.ledger.transitions([ok, forbidden]))).toBe(
+          'LEDGER_TRANSITION_REFUSED',
+        );
+        await expect(store.ledger.transitions([ok, ok])).rejects.toThrow(/names a key twice/);
+        expect([await snapshot(a.idempotencyKey), await snapshot(b.idempotencyKey)]).toEqual(before);
+      });
+
+      it('answers an empty batch with nothing', async () => {
+        expect(await store.ledger.transitions([])).toEqual([]);
+      });
+    });
+
     describe('note', () => {
       it('appends a note with the current status and changes nothing else', async () => {
         const unknown = await recordIn('indeterminate');

@@ -1,6 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openStore, SqliteStore, type Store } from '../../src/store/index.js';
 import type { Checkpoint } from '../../src/run-state/index.js';
+import { argsDigest, type ToolExecutionRecord } from '../../src/ledger/index.js';
+import type { ReserveRequest, TransitionRequest } from '../../src/store/index.js';
 import { createTestDatabase, tempSqlitePath } from '../support/databases.js';
 
 type Opened = { store: Store; url: string; cleanup(): Promise<void> };
@@ -117,6 +119,43 @@ describe.each(STORES)('run storage on %s', (name, open) => {
     const now = await store.runs.get('t1', run.runId);
     expect(now).toMatchObject({ checkpointVersion: 2, leaseEpoch: 2, leaseOwner: 'w2' });
     expect(now?.checkpoint.messages).toEqual([{ role: 'user', content: 'stale' }]);
+  });
+
+  it('renews the lease with a checkpoint only while this owner holds it unexpired; else saves nothing', async () => {
+    const run = await create();
+    const claimed = await store.runs.claim('t1', run.runId, 'w1', 1_000);
+    const fence = { tenantId: 't1', runId: run.runId, leaseEpoch: claimed!.leaseEpoch, checkpointVersion: 1 };
+    const checkpoint: Checkpoint = {
+      messages: [{ role: 'user', content: 'renewed' }],
+      step: 1,
+      pending: null,
+    };
+    const before = Date.parse((await store.runs.get('t1', run.runId))!.leaseExpiresAt!);
+    // Another owner name under the same epoch renews nothing and saves nothing.
+    const other = { owner: 'w9', leaseMs: 60_000 };
+    expect(
+      await store.runs.saveCheckpoint({ fence, checkpoint, status: 'running', renewLease: other }),
+    ).toBeUndefined();
+    const mine = { owner: 'w1', leaseMs: 60_000 };
+    expect(await store.runs.saveCheckpoint({ fence, checkpoint, status: 'running', renewLease: mine })).toBe(
+      2,
+    );
+    const saved = await store.runs.get('t1', run.runId);
+    expect(saved?.checkpoint.messages).toEqual([{ role: 'user', content: 'renewed' }]);
+    expect(Date.parse(saved!.leaseExpiresAt!) - before).toBeGreaterThan(50_000);
+    // Once the lease has expired it cannot be renewed by a save, even unclaimed by anyone else.
+    await store.runs.renewLease(fence, 'w1', 1);
+    await new Promise((r) => setTimeout(r, 20));
+    const next = { ...fence, checkpointVersion: 2 };
+    expect(
+      await store.runs.saveCheckpoint({
+        fence: next,
+        checkpoint: EMPTY,
+        status: 'running',
+        renewLease: mine,
+      }),
+    ).toBeUndefined();
+    expect((await store.runs.get('t1', run.runId))?.checkpointVersion).toBe(2);
   });
 
   it('releases the lease on a waiting status, requeues it, and claims it again', async () => {
@@ -277,5 +316,193 @@ describe.each(STORES)('run storage on %s', (name, open) => {
     expect(done.record?.result).toBe('42');
     const run = await create(id);
     expect((await store.runs.get('t1', run.runId))?.input).toEqual({ q: 'hi' });
+  });
+  describe('the step writes', () => {
+    const actor = { kind: 'runtime', id: 'w1' } as const;
+    const reservation = (id: string, call: string): ReserveRequest => ({
+      tenantId: 't1',
+      idempotencyKey: `${id}:${call}`,
+      runId: id,
+      toolCallId: call,
+      toolName: 'issue_credit',
+      effect: 'external',
+      args: { n: call },
+      argsDigest: argsDigest({ n: call }),
+      compensationOf: null,
+      attemptTimeoutMs: 30_000,
+    });
+    const response: Checkpoint = {
+      messages: [{ role: 'user', content: 'go' }],
+      step: 1,
+      pending: { calls: [] },
+    };
+    const told: Checkpoint = { messages: [{ role: 'user', content: 'told' }], step: 1, pending: null };
+    const completedBy = (record: ToolExecutionRecord): TransitionRequest => ({
+      tenantId: 't1',
+      idempotencyKey: record.idempotencyKey,
+      via: 'outcome',
+      to: 'completed',
+      expect: { status: record.status, version: record.version },
+      actor,
+      reason: null,
+      result: { ok: record.toolCallId },
+      recordIgnored: true,
+    });
+
+    /** A claimed run whose response holds the calls c1..c<k>, reserved by reserveStep. */
+    async function reservedStep(k: number) {
+      const run = await create();
+      const claimed = await store.runs.claim('t1', run.runId, 'w1', 30_000);
+      const fence = {
+        tenantId: 't1',
+        runId: run.runId,
+        leaseEpoch: claimed!.leaseEpoch,
+        checkpointVersion: 1,
+      };
+      const calls = Array.from({ length: k }, (_, i) => reservation(run.runId, `c${i + 1}`));
+      const step = await store.reserveStep({
+        save: {
+          fence,
+          checkpoint: response,
+          status: 'running',
+          events: [{ type: 'model.response', data: { step: 1 } }],
+          renewLease: { owner: 'w1', leaseMs: 30_000 },
+        },
+        reservations: calls,
+        actor,
+      });
+      return { run, fence: { ...fence, checkpointVersion: 2 }, step };
+    }
+
+    it('saves a response and reserves its calls in one write; a call that stood is answered as it stands', async () => {
+      const run = await create();
+      const claimed = await store.runs.claim('t1', run.runId, 'w1', 30_000);
+      const fence = {
+        tenantId: 't1',
+        runId: run.runId,
+        leaseEpoch: claimed!.leaseEpoch,
+        checkpointVersion: 1,
+      };
+      const [stood] = await store.ledger.reserve([reservation(run.runId, 'c0')], actor);
+      const step = await store.reserveStep({
+        save: {
+          fence,
+          checkpoint: response,
+          status: 'running',
+          renewLease: { owner: 'w1', leaseMs: 30_000 },
+        },
+        reservations: [
+          reservation(run.runId, 'c0'),
+          reservation(run.runId, 'c1'),
+          reservation(run.runId, 'c2'),
+        ],
+        actor,
+      });
+      expect(step?.version).toBe(2);
+      expect(step?.reservations.map((r) => [r.kind, r.record.toolCallId, r.record.status])).toEqual([
+        ['existing', 'c0', 'started'],
+        ['reserved', 'c1', 'started'],
+        ['reserved', 'c2', 'started'],
+      ]);
+      expect(step?.reservations[0]?.record).toEqual(stood?.record);
+      expect((await store.runs.get('t1', run.runId))?.checkpoint).toEqual(response);
+      const history = await store.ledger.history('t1', `${run.runId}:c1`);
+      expect(history.map((e) => [e.kind, e.via, e.to])).toEqual([['transition', 'reserve', 'started']]);
+    });
+
+    it('reserves nothing when the response cannot be saved (a stale version or a lease not held)', async () => {
+      const run = await create();
+      const claimed = await store.runs.claim('t1', run.runId, 'w1', 30_000);
+      const fence = {
+        tenantId: 't1',
+        runId: run.runId,
+        leaseEpoch: claimed!.leaseEpoch,
+        checkpointVersion: 1,
+      };
+      for (const [f, owner] of [
+        [{ ...fence, checkpointVersion: 7 }, 'w1'],
+        [fence, 'someone-else'],
+      ] as const) {
+        const step = await store.reserveStep({
+          save: { fence: f, checkpoint: response, status: 'running', renewLease: { owner, leaseMs: 30_000 } },
+          reservations: [reservation(run.runId, 'c1')],
+          actor,
+        });
+        expect(step).toBeUndefined();
+      }
+      expect(await store.ledger.get('t1', `${run.runId}:c1`)).toBeUndefined();
+      expect((await store.runs.get('t1', run.runId))?.checkpointVersion).toBe(1);
+    });
+
+    it('records every outcome and the checkpoint that tells them in one write', async () => {
+      const { run, fence, step } = await reservedStep(3);
+      const records = step!.reservations.map((r) => r.record);
+      const recorded = await store.recordStep({
+        transitions: records.map(completedBy),
+        save: { fence, checkpoint: told, status: 'running', events: [{ type: 'tool.settled', data: {} }] },
+      });
+      expect(recorded.version).toBe(3);
+      expect(recorded.results.map((r) => [r.applied, r.record?.status, r.record?.result])).toEqual([
+        [true, 'completed', { ok: 'c1' }],
+        [true, 'completed', { ok: 'c2' }],
+        [true, 'completed', { ok: 'c3' }],
+      ]);
+      expect((await store.runs.get('t1', run.runId))?.checkpoint).toEqual(told);
+      const events = await store.runs.events('t1', run.runId, 0, 100);
+      expect(events.map((e) => e.type)).toContain('tool.settled');
+    });
+
+    it('records the outcomes that apply but saves no checkpoint when one does not (the caller tells what happened)', async () => {
+      const { run, fence, step } = await reservedStep(2);
+      const [first, second] = step!.reservations.map((r) => r.record) as [
+        ToolExecutionRecord,
+        ToolExecutionRecord,
+      ];
+      // An operator settled the second call meanwhile.
+      await store.ledger.transition({
+        ...completedBy(second),
+        to: 'failed',
+        via: 'resolve',
+        actor: { kind: 'operator', id: 'ops' },
+        reason: 'no',
+        recordIgnored: false,
+      });
+      const recorded = await store.recordStep({
+        transitions: [completedBy(first), completedBy(second)],
+        save: { fence, checkpoint: told, status: 'running' },
+      });
+      expect(recorded.version).toBeNull();
+      expect(recorded.results[0]).toMatchObject({ applied: true, record: { status: 'completed' } });
+      expect(recorded.results[1]).toMatchObject({
+        applied: false,
+        conflict: true,
+        record: { status: 'failed' },
+      });
+      const now = await store.runs.get('t1', run.runId);
+      expect(now?.checkpointVersion).toBe(2);
+      expect(now?.checkpoint).toEqual(response);
+    });
+
+    it('records the outcomes even when the checkpoint is fenced out: they are the truth', async () => {
+      const { run, fence, step } = await reservedStep(1);
+      const record = step!.reservations[0]!.record;
+      const recorded = await store.recordStep({
+        transitions: [completedBy(record)],
+        save: { fence: { ...fence, leaseEpoch: fence.leaseEpoch + 1 }, checkpoint: told, status: 'running' },
+      });
+      expect(recorded.version).toBeUndefined();
+      expect(recorded.results[0]).toMatchObject({ applied: true, record: { status: 'completed' } });
+      expect((await store.ledger.get('t1', record.idempotencyKey))?.status).toBe('completed');
+      expect((await store.runs.get('t1', run.runId))?.checkpointVersion).toBe(2);
+    });
+
+    it('saves the checkpoint alone when the step has no outcome to record', async () => {
+      const { fence } = await reservedStep(1);
+      const recorded = await store.recordStep({
+        transitions: [],
+        save: { fence, checkpoint: told, status: 'running' },
+      });
+      expect(recorded).toEqual({ results: [], version: 3 });
+    });
   });
 });

@@ -9,6 +9,7 @@ import {
 } from '../../ledger/index.js';
 import {
   UNKNOWN_PREDICATE,
+  assertDistinctKeys,
   encodeJson,
   assertTransitionRequest,
   ignoredDetail,
@@ -30,6 +31,11 @@ import type {
   TransitionResult,
 } from '../store.js';
 
+/** Parameter `i` (from 1) of a fragment whose parameters start at `$at` in its statement. */
+export function numbered(at: number): (i: number) => string {
+  return (i) => `$${at + i - 1}`;
+}
+
 /** Anything that runs a query: the pool, or one client inside a transaction. */
 export type Queryable = Pick<pg.Pool, 'query'> | Pick<pg.PoolClient, 'query'>;
 
@@ -39,29 +45,53 @@ const [REOPENABLE] = RESERVABLE_STATUSES;
  * All calls of one model response in one statement: insert each new key as `started` and leave every
  * existing record alone (the caller reads it and asks the decision table). The rows it returns are
  * the ones this caller now holds; the history event is written by the same statement. Keys are
- * inserted in sorted order so two overlapping batches cannot deadlock.
+ * inserted in sorted order so two overlapping batches cannot deadlock. These are its common table
+ * expressions (req, up, ev), with parameters from `$at`; with `when`, rows are inserted only where it
+ * holds (a step's reservations, only once its response is saved).
  */
-const RESERVE = `
-WITH req AS (
-  SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::jsonb[],
-                       $7::text[], $8::text[], $12::integer[])
+export function reserveCtes(at: number, when?: string): string {
+  const p = numbered(at);
+  return `req AS (
+  SELECT * FROM unnest(${p(1)}::text[], ${p(2)}::text[], ${p(3)}::text[], ${p(4)}::text[], ${p(5)}::text[], ${p(6)}::jsonb[],
+                       ${p(7)}::text[], ${p(8)}::text[], ${p(12)}::integer[])
     AS r(idempotency_key, run_id, tool_call_id, tool_name, effect, args, args_digest, compensation_of,
          attempt_timeout_ms)
 ), up AS (
   INSERT INTO tool_executions AS t (tenant_id, idempotency_key, run_id, tool_call_id, tool_name, effect,
     args, args_digest, status, attempt, version, compensation_of, attempt_timeout_ms)
-  SELECT $9, idempotency_key, run_id, tool_call_id, tool_name, effect, args, args_digest, 'started', 1, 1,
+  SELECT ${p(9)}, idempotency_key, run_id, tool_call_id, tool_name, effect, args, args_digest, 'started', 1, 1,
     compensation_of, attempt_timeout_ms
-  FROM req ORDER BY idempotency_key
+  FROM req${when === undefined ? '' : ` WHERE ${when}`} ORDER BY idempotency_key
   ON CONFLICT (tenant_id, idempotency_key) DO NOTHING
   RETURNING t.*
 ), ev AS (
   INSERT INTO tool_execution_events (tenant_id, idempotency_key, kind, actor_kind, actor_id, via,
     from_status, to_status, attempt, reason)
-  SELECT tenant_id, idempotency_key, 'transition', $10, $11, 'reserve', NULL, 'started', attempt, 'reserved'
+  SELECT tenant_id, idempotency_key, 'transition', ${p(10)}, ${p(11)}, 'reserve', NULL, 'started', attempt, 'reserved'
   FROM up
-)
+)`;
+}
+
+export const RESERVE = `WITH ${reserveCtes(1)}
 SELECT * FROM up`;
+
+/** RESERVE's parameters for new keys of one tenant (re-opens go through REOPEN). */
+export function reserveParams(fresh: readonly ReserveRequest[], actor: Actor): unknown[] {
+  return [
+    fresh.map((r) => r.idempotencyKey),
+    fresh.map((r) => r.runId),
+    fresh.map((r) => r.toolCallId),
+    fresh.map((r) => r.toolName),
+    fresh.map((r) => r.effect),
+    fresh.map((r) => JSON.stringify(r.args)),
+    fresh.map((r) => r.argsDigest),
+    fresh.map((r) => r.compensationOf),
+    fresh[0]?.tenantId,
+    actor.kind,
+    actor.id,
+    fresh.map((r) => r.attemptTimeoutMs),
+  ];
+}
 
 /**
  * Re-opens a `failed` record the decision table said may run again: compare-and-set on the version
@@ -105,6 +135,76 @@ WITH u AS (
 )
 SELECT * FROM u`;
 
+/**
+ * Several outcomes at once (a step's), each the compare-and-set of TRANSITION on its own expected
+ * status and version, with its history event, in one statement. The records are locked in key order
+ * first, so two batches over the same keys cannot deadlock. The rows returned are the moves that
+ * applied, with the request's position (`n`); the caller handles each that did not as TRANSITION's.
+ * These are its common table expressions (req, locked, u, ev), with parameters from `$at`.
+ */
+export function transitionsCtes(at: number): string {
+  const p = numbered(at);
+  return `req AS (
+  SELECT * FROM unnest(${p(2)}::text[], ${p(3)}::text[], ${p(4)}::boolean[], ${p(5)}::jsonb[], ${p(6)}::text[], ${p(7)}::boolean[],
+                       ${p(8)}::jsonb[], ${p(9)}::boolean[], ${p(10)}::text[], ${p(11)}::text[], ${p(12)}::text[], ${p(13)}::integer[],
+                       ${p(14)}::text[], ${p(15)}::text[], ${p(16)}::jsonb[]) WITH ORDINALITY
+    AS r(idempotency_key, to_status, set_result, result, result_reference, set_error, error, settles,
+         actor_kind, actor_id, expect_status, expect_version, via, reason, detail, n)
+), locked AS (
+  SELECT t.idempotency_key FROM tool_executions t JOIN req USING (idempotency_key)
+  WHERE t.tenant_id = ${p(1)} AND t.status = req.expect_status AND t.version = req.expect_version
+  ORDER BY t.idempotency_key FOR UPDATE OF t
+), u AS (
+  UPDATE tool_executions t SET
+    status = req.to_status, version = t.version + 1, updated_at = oncely_now(),
+    result = CASE WHEN req.set_result THEN req.result ELSE t.result END,
+    result_reference = CASE WHEN req.set_result THEN req.result_reference ELSE t.result_reference END,
+    error = CASE WHEN req.set_error THEN req.error ELSE t.error END,
+    settled_at = CASE WHEN req.settles THEN oncely_now() ELSE t.settled_at END,
+    settled_by_kind = CASE WHEN req.settles THEN req.actor_kind ELSE t.settled_by_kind END,
+    settled_by_id = CASE WHEN req.settles THEN req.actor_id ELSE t.settled_by_id END
+  FROM req JOIN locked USING (idempotency_key)
+  WHERE t.tenant_id = ${p(1)} AND t.idempotency_key = req.idempotency_key
+    AND t.status = req.expect_status AND t.version = req.expect_version
+  RETURNING t.*, req.n, req.actor_kind AS ev_actor_kind, req.actor_id AS ev_actor_id, req.via AS ev_via,
+    req.expect_status AS ev_from, req.reason AS ev_reason, req.detail AS ev_detail
+), ev AS (
+  INSERT INTO tool_execution_events (tenant_id, idempotency_key, kind, actor_kind, actor_id, via,
+    from_status, to_status, attempt, reason, detail)
+  SELECT tenant_id, idempotency_key, 'transition', ev_actor_kind, ev_actor_id, ev_via, ev_from, status,
+    attempt, ev_reason, ev_detail
+  FROM u ORDER BY n
+)`;
+}
+
+const TRANSITIONS = `WITH ${transitionsCtes(1)}
+SELECT * FROM u`;
+
+/** TRANSITIONS' parameters: requests of one tenant, each key once, each checked against the table. */
+export function transitionsParams(requests: readonly TransitionRequest[]): unknown[] {
+  assertDistinctKeys(requests);
+  requests.forEach(assertTransitionRequest);
+  const columns = requests.map((r) => transitionColumns(r.to, r));
+  return [
+    requests[0]?.tenantId,
+    requests.map((r) => r.idempotencyKey),
+    requests.map((r) => r.to),
+    columns.map((c) => c.setResult),
+    columns.map((c) => encodeJson(c.result)),
+    columns.map((c) => c.resultReference),
+    columns.map((c) => c.setError),
+    columns.map((c) => encodeJson(c.error)),
+    requests.map((r) => settles(r.to)),
+    requests.map((r) => r.actor.kind),
+    requests.map((r) => r.actor.id),
+    requests.map((r) => r.expect.status),
+    requests.map((r) => r.expect.version),
+    requests.map((r) => r.via),
+    requests.map((r) => r.reason),
+    requests.map((r) => encodeJson(r.detail ?? null)),
+  ];
+}
+
 /** Appends an event to an existing record, taking its current status and attempt. */
 const EVENT_ON_CURRENT = `
 INSERT INTO tool_execution_events (tenant_id, idempotency_key, kind, actor_kind, actor_id, via,
@@ -143,7 +243,7 @@ const HISTORY = `SELECT * FROM tool_execution_events WHERE tenant_id = $1 AND id
  * schema refuses writes anyway), the server refuses the old plan, the generation moves on, and every
  * statement is prepared afresh under its new name (`renewIfStalePlan`).
  */
-function prepared(name: string, text: string): { name: string; text: string } {
+export function prepared(name: string, text: string): { name: string; text: string } {
   return { name: `${name}_${planGeneration}`, text };
 }
 
@@ -171,20 +271,10 @@ export class PostgresLedger implements LedgerStore {
     const fresh = requests.filter((r) => r.reopenVersion === undefined);
     const held = new Map<string, ToolExecutionRecord>();
     if (fresh.length > 0) {
-      const reserved = await this.db.query<ExecutionRow>(prepared('oncely_reserve', RESERVE), [
-        fresh.map((r) => r.idempotencyKey),
-        fresh.map((r) => r.runId),
-        fresh.map((r) => r.toolCallId),
-        fresh.map((r) => r.toolName),
-        fresh.map((r) => r.effect),
-        fresh.map((r) => JSON.stringify(r.args)),
-        fresh.map((r) => r.argsDigest),
-        fresh.map((r) => r.compensationOf),
-        first.tenantId,
-        actor.kind,
-        actor.id,
-        fresh.map((r) => r.attemptTimeoutMs),
-      ]);
+      const reserved = await this.db.query<ExecutionRow>(
+        prepared('oncely_reserve', RESERVE),
+        reserveParams(fresh, actor),
+      );
       for (const row of reserved.rows) held.set(row.idempotency_key, toRecord(row));
     }
     for (const r of requests) {
@@ -202,9 +292,21 @@ export class PostgresLedger implements LedgerStore {
       ]);
       if (rows[0] !== undefined) held.set(r.idempotencyKey, toRecord(rows[0]));
     }
-    const others = requests.filter((r) => !held.has(r.idempotencyKey)).map((r) => r.idempotencyKey);
+    return this.answer(requests, held);
+  }
+
+  /**
+   * Each reservation's answer: the record this caller now holds (\`mine\`, by key), else the record
+   * that stood, read in one statement.
+   */
+  async answer(
+    requests: readonly ReserveRequest[],
+    mine: ReadonlyMap<string, ToolExecutionRecord>,
+  ): Promise<ReserveResult[]> {
+    const first = requests[0];
+    const others = requests.filter((r) => !mine.has(r.idempotencyKey)).map((r) => r.idempotencyKey);
     const existing = new Map<string, ToolExecutionRecord>();
-    if (others.length > 0) {
+    if (first !== undefined && others.length > 0) {
       const rows = await this.db.query<ExecutionRow>(prepared('oncely_get_many', GET_MANY), [
         first.tenantId,
         others,
@@ -212,12 +314,12 @@ export class PostgresLedger implements LedgerStore {
       for (const row of rows.rows) existing.set(row.idempotency_key, toRecord(row));
     }
     return requests.map((r) => {
-      const mine = held.get(r.idempotencyKey);
-      if (mine !== undefined) return { kind: 'reserved', record: mine };
-      const record = existing.get(r.idempotencyKey);
-      if (record === undefined)
+      const record = mine.get(r.idempotencyKey);
+      if (record !== undefined) return { kind: 'reserved', record };
+      const stood = existing.get(r.idempotencyKey);
+      if (stood === undefined)
         throw new Error(`reserve of ${r.idempotencyKey} wrote nothing and found nothing`);
-      return { kind: 'existing', record };
+      return { kind: 'existing', record: stood };
     });
   }
 
@@ -244,6 +346,44 @@ export class PostgresLedger implements LedgerStore {
     ]);
     const row = updated.rows[0];
     if (row !== undefined) return { applied: true, record: toRecord(row) };
+    return this.missed(request);
+  }
+
+  async transitions(requests: readonly TransitionRequest[]): Promise<TransitionResult[]> {
+    const first = requests[0];
+    if (first === undefined) return [];
+    if (requests.length === 1 || requests.some((r) => r.tenantId !== first.tenantId)) {
+      const results: TransitionResult[] = [];
+      for (const r of requests) results.push(await this.transition(r));
+      return results;
+    }
+    const updated = await this.db.query<ExecutionRow & { n: string }>(
+      prepared('oncely_transitions', TRANSITIONS),
+      transitionsParams(requests),
+    );
+    return this.resultsOf(requests, updated.rows);
+  }
+
+  /**
+   * The results of a batch of transitions from the rows that applied (each with its request's
+   * position \`n\`); each that did not is answered as \`transition\` answers a lost move.
+   */
+  async resultsOf(
+    requests: readonly TransitionRequest[],
+    rows: readonly (ExecutionRow & { n: string | null })[],
+  ): Promise<TransitionResult[]> {
+    const applied = new Map<number, ToolExecutionRecord>();
+    for (const row of rows) if (row.n !== null) applied.set(Number(row.n) - 1, toRecord(row));
+    const results: TransitionResult[] = [];
+    for (const [i, r] of requests.entries()) {
+      const record = applied.get(i);
+      results.push(record === undefined ? await this.missed(r) : { applied: true, record });
+    }
+    return results;
+  }
+
+  /** A move whose compare-and-set lost: the record as it stands, and the loss filed if asked. */
+  private async missed(request: TransitionRequest): Promise<TransitionResult> {
     const current = await this.get(request.tenantId, request.idempotencyKey);
     if (!request.recordIgnored || current === undefined) return { applied: false, record: current };
     return this.fileLoss(request, current);

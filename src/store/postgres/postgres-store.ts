@@ -9,6 +9,13 @@ import { PostgresApiKeys } from './api-keys.js';
 import { PostgresLedger, renewIfStalePlan, type Queryable } from './ledger.js';
 import { PostgresMonitor } from './monitor.js';
 import { PostgresRuns } from './runs.js';
+import { recordStep, reserveStep } from './steps.js';
+import type {
+  RecordStepRequest,
+  RecordStepResult,
+  ReserveStepRequest,
+  ReserveStepResult,
+} from '../step-writes.js';
 import { isWriteMethod, type StorePart } from '../write-methods.js';
 import { asStoreError } from './pg-errors.js';
 import { DEADLOCK_DETECTED, LOCK_NOT_AVAILABLE, SERIALIZATION_FAILURE, UNDEFINED_TABLE } from './sqlstate.js';
@@ -88,9 +95,16 @@ export class PostgresStore implements Store {
   private schemaTooNew: OncelyError | undefined;
   private readonly schemaWatch: NodeJS.Timeout;
 
+  /** The pool's statements, each repeated on a transient failure. */
+  private readonly db: Queryable;
+  /** The ledger unguarded, for the step writes (which check the schema themselves). */
+  private readonly rawLedger: PostgresLedger;
+
   private constructor(private readonly pool: pg.Pool) {
     const db = retrying(pool);
-    this.ledger = this.guard('ledger', new PostgresLedger(db));
+    this.db = db;
+    this.rawLedger = new PostgresLedger(db);
+    this.ledger = this.guard('ledger', this.rawLedger);
     this.runs = this.guard('runs', new PostgresRuns(db));
     this.apiKeys = this.guard('apiKeys', new PostgresApiKeys(db));
     this.monitor = new PostgresMonitor(db);
@@ -186,6 +200,16 @@ export class PostgresStore implements Store {
       client.removeListener('error', onError);
       client.release(broken);
     }
+  }
+
+  async reserveStep(request: ReserveStepRequest): Promise<ReserveStepResult> {
+    if (this.schemaTooNew !== undefined) throw this.schemaTooNew;
+    return reserveStep(this.db, this.rawLedger, request);
+  }
+
+  async recordStep(request: RecordStepRequest): Promise<RecordStepResult> {
+    if (this.schemaTooNew !== undefined) throw this.schemaTooNew;
+    return recordStep(this.db, this.rawLedger, request);
   }
 
   async migrate(): Promise<MigrationReport> {

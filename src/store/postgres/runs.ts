@@ -27,7 +27,7 @@ import {
   type RunRow,
 } from '../run-rows.js';
 import { encodeJson } from '../rows.js';
-import type { Queryable } from './ledger.js';
+import { numbered, prepared, type Queryable } from './ledger.js';
 
 const CLAIMABLE = `status IN ('queued', 'running') AND (lease_expires_at IS NULL OR lease_expires_at < oncely_now())`;
 
@@ -64,24 +64,59 @@ UPDATE runs SET lease_expires_at = oncely_now() + make_interval(secs => $5::doub
 WHERE tenant_id = $1 AND run_id = $2 AND lease_epoch = $3 AND lease_owner = $4 AND status = 'running'
   AND lease_expires_at > oncely_now()`;
 
-const SAVE = `
-WITH u AS (
-  UPDATE runs SET checkpoint = $5::jsonb, checkpoint_version = checkpoint_version + 1, status = $6,
-    result = COALESCE($7::jsonb, result), error = $8::jsonb, status_reason = $9, updated_at = oncely_now(),
-    lease_owner = CASE WHEN $10 THEN NULL ELSE lease_owner END,
-    lease_expires_at = CASE WHEN $10 THEN NULL ELSE lease_expires_at END,
-    drive_attempts = CASE WHEN $10 THEN 0 ELSE drive_attempts END,
-    model_outages = CASE WHEN $13 THEN 0 ELSE model_outages END,
-    event_seq = event_seq + cardinality($11::text[])
-  WHERE tenant_id = $1 AND run_id = $2 AND lease_epoch = $3 AND checkpoint_version = $4 AND status = 'running'
+/**
+ * A checkpoint saved under the fence (epoch and version), with its events, and the lease renewed when
+ * asked: SAVE's common table expressions (saved, saved_ev), with parameters from `$at`; `also` adds a
+ * condition to the fence (a step's outcomes all applied).
+ */
+export function saveCtes(at: number, also = ''): string {
+  const p = numbered(at);
+  return `saved AS (
+  UPDATE runs SET checkpoint = ${p(5)}::jsonb, checkpoint_version = checkpoint_version + 1, status = ${p(6)},
+    result = COALESCE(${p(7)}::jsonb, result), error = ${p(8)}::jsonb, status_reason = ${p(9)}, updated_at = oncely_now(),
+    lease_owner = CASE WHEN ${p(10)} THEN NULL ELSE lease_owner END,
+    lease_expires_at = CASE WHEN ${p(10)} THEN NULL
+      WHEN ${p(14)}::text IS NOT NULL THEN oncely_now() + make_interval(secs => ${p(15)}::double precision / 1000)
+      ELSE lease_expires_at END,
+    drive_attempts = CASE WHEN ${p(10)} THEN 0 ELSE drive_attempts END,
+    model_outages = CASE WHEN ${p(13)} THEN 0 ELSE model_outages END,
+    event_seq = event_seq + cardinality(${p(11)}::text[])
+  WHERE tenant_id = ${p(1)} AND run_id = ${p(2)} AND lease_epoch = ${p(3)} AND checkpoint_version = ${p(4)} AND status = 'running'
+    AND (${p(14)}::text IS NULL OR (lease_owner = ${p(14)} AND lease_expires_at > oncely_now()))${also}
   RETURNING tenant_id, run_id, checkpoint_version, event_seq
-), ev AS (
+), saved_ev AS (
   INSERT INTO run_events (tenant_id, run_id, seq, type, data)
-  SELECT u.tenant_id, u.run_id, u.event_seq - cardinality($11::text[]) + e.n, e.type, e.data
-  FROM u, unnest($11::text[], $12::jsonb[]) WITH ORDINALITY AS e(type, data, n)
+  SELECT saved.tenant_id, saved.run_id, saved.event_seq - cardinality(${p(11)}::text[]) + e.n, e.type, e.data
+  FROM saved, unnest(${p(11)}::text[], ${p(12)}::jsonb[]) WITH ORDINALITY AS e(type, data, n)
   ORDER BY e.n
-)
-SELECT checkpoint_version FROM u`;
+)`;
+}
+
+const SAVE = `WITH ${saveCtes(1)}
+SELECT checkpoint_version FROM saved`;
+
+/** SAVE's parameters. */
+export function saveParams(request: SaveCheckpointRequest): unknown[] {
+  const { fence } = request;
+  const events = request.events ?? [];
+  return [
+    fence.tenantId,
+    fence.runId,
+    fence.leaseEpoch,
+    fence.checkpointVersion,
+    encodeJson(request.checkpoint),
+    request.status,
+    encodeJson(request.result ?? null),
+    encodeJson(request.error ?? null),
+    request.reason ?? null,
+    releasesLease(request.status),
+    events.map((e) => e.type),
+    events.map((e) => JSON.stringify(e.data)),
+    request.modelAnswered === true,
+    request.renewLease?.owner ?? null,
+    request.renewLease?.leaseMs ?? null,
+  ];
+}
 
 const CREATE = `
 WITH ins AS (
@@ -230,7 +265,7 @@ export class PostgresRuns implements RunStore {
     owner: string,
     leaseMs: number,
   ): Promise<boolean> {
-    const result = await this.db.query(RENEW, [
+    const result = await this.db.query(prepared('oncely_renew', RENEW), [
       fence.tenantId,
       fence.runId,
       fence.leaseEpoch,
@@ -241,23 +276,10 @@ export class PostgresRuns implements RunStore {
   }
 
   async saveCheckpoint(request: SaveCheckpointRequest): Promise<number | undefined> {
-    const { fence } = request;
-    const events = request.events ?? [];
-    const { rows } = await this.db.query<{ checkpoint_version: string }>(SAVE, [
-      fence.tenantId,
-      fence.runId,
-      fence.leaseEpoch,
-      fence.checkpointVersion,
-      encodeJson(request.checkpoint),
-      request.status,
-      encodeJson(request.result ?? null),
-      encodeJson(request.error ?? null),
-      request.reason ?? null,
-      releasesLease(request.status),
-      events.map((e) => e.type),
-      events.map((e) => JSON.stringify(e.data)),
-      request.modelAnswered === true,
-    ]);
+    const { rows } = await this.db.query<{ checkpoint_version: string }>(
+      prepared('oncely_save', SAVE),
+      saveParams(request),
+    );
     return rows[0] === undefined ? undefined : Number(rows[0].checkpoint_version);
   }
 

@@ -16,6 +16,7 @@ import {
   toEvent,
   toRecord,
   transitionColumns,
+  assertDistinctKeys,
   type EventRow,
   type ExecutionRow,
 } from '../rows.js';
@@ -169,6 +170,14 @@ export class SqliteLedger implements LedgerStore {
     return settle(() => {
       assertTransitionRequest(request);
       return this.db.transaction(() => this.transitionSync(request))();
+    });
+  }
+
+  transitions(requests: readonly TransitionRequest[]): Promise<TransitionResult[]> {
+    return settle(() => {
+      assertDistinctKeys(requests);
+      requests.forEach(assertTransitionRequest);
+      return this.db.transaction(() => requests.map((r) => this.transitionSync(r)))();
     });
   }
 

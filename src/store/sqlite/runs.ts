@@ -179,14 +179,17 @@ export class SqliteRuns implements RunStore {
   }
 
   renewLease(fence: Omit<RunFence, 'checkpointVersion'>, owner: string, leaseMs: number): Promise<boolean> {
-    return settle(
-      () =>
-        this.db
-          .prepare(
-            `UPDATE runs SET lease_expires_at = ? WHERE tenant_id = ? AND run_id = ? AND lease_epoch = ?
-             AND lease_owner = ? AND status = 'running' AND lease_expires_at > ?`,
-          )
-          .run(later(leaseMs), fence.tenantId, fence.runId, fence.leaseEpoch, owner, now()).changes === 1,
+    return settle(() => this.renewSync(fence, owner, leaseMs));
+  }
+
+  private renewSync(fence: Omit<RunFence, 'checkpointVersion'>, owner: string, leaseMs: number): boolean {
+    return (
+      this.db
+        .prepare(
+          `UPDATE runs SET lease_expires_at = ? WHERE tenant_id = ? AND run_id = ? AND lease_epoch = ?
+           AND lease_owner = ? AND status = 'running' AND lease_expires_at > ?`,
+        )
+        .run(later(leaseMs), fence.tenantId, fence.runId, fence.leaseEpoch, owner, now()).changes === 1
     );
   }
 
@@ -195,6 +198,8 @@ export class SqliteRuns implements RunStore {
       this.db.transaction(() => {
         const at = now();
         const { fence } = request;
+        const renew = request.renewLease;
+        if (renew !== undefined && !this.renewSync(fence, renew.owner, renew.leaseMs)) return undefined;
         const row = this.db
           .prepare<[Record<string, unknown>], { checkpoint_version: number }>(
             `UPDATE runs SET checkpoint = @checkpoint, checkpoint_version = checkpoint_version + 1, status = @status,

@@ -11,6 +11,14 @@ import type { LedgerStore, MigrationReport, SchemaState, Store, StoreTx } from '
 import { isWriteMethod, type StorePart } from '../write-methods.js';
 import { SqliteApiKeys } from './api-keys.js';
 import { SqliteLedger } from './ledger.js';
+import {
+  recordStepIn,
+  reserveStepIn,
+  type RecordStepRequest,
+  type RecordStepResult,
+  type ReserveStepRequest,
+  type ReserveStepResult,
+} from '../step-writes.js';
 import { SqliteMonitor } from './monitor.js';
 import { SqliteRuns } from './runs.js';
 import { asStoreError, isBusy, lockedTooLong } from './sqlite-errors.js';
@@ -117,6 +125,14 @@ export class SqliteStore implements Store {
 
   async transaction<T>(fn: (tx: StoreTx) => Promise<T>): Promise<T> {
     return this.write(() => fn(this.tx));
+  }
+
+  reserveStep(request: ReserveStepRequest): Promise<ReserveStepResult> {
+    return this.transaction((tx) => reserveStepIn(tx, request));
+  }
+
+  recordStep(request: RecordStepRequest): Promise<RecordStepResult> {
+    return this.transaction((tx) => recordStepIn(tx, request));
   }
 
   migrate(): Promise<MigrationReport> {
