@@ -21,7 +21,7 @@ export class ApiMetrics {
     const registers = [this.registry];
     this.ledgerLatency = new Histogram({
       name: 'oncely_ledger_operation_duration_seconds',
-      help: 'Latency of ledger store operations (reserve, transition, note, get, history, list)',
+      help: "Latency of ledger store operations (reserve, transition, transitions, note, get, history, list, and the run loop's reserve_step and record_step)",
       labelNames: ['operation', 'outcome'],
       buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5],
       registers,

@@ -44,7 +44,7 @@ export function retryDelay(baseMs: number, n: number): number {
 }
 
 /** What a checkpoint save may write besides the checkpoint and status. */
-export type SaveExtras = Omit<SaveCheckpointRequest, 'fence' | 'checkpoint' | 'status'>;
+export type SaveExtras = Omit<SaveCheckpointRequest, 'fence' | 'checkpoint' | 'status' | 'renewLease'>;
 
 /**
  * Drives one run this process has claimed, step by step, from its checkpoint: call the model, make
@@ -141,17 +141,30 @@ export class RunDriver {
     extras: SaveExtras = {},
   ): Promise<boolean> {
     await crashPoint('checkpoint.before-commit');
-    // A driver that knows its lease is gone (it froze past it) writes no checkpoint, even where the
-    // fence would still let it (nobody has claimed the run yet).
-    if (this.lease.lost) return false;
+    const request = this.saveRequest(checkpoint, status, extras);
+    if (request === undefined) return false;
     const runs = tx?.runs ?? this.ledger.store.runs;
-    // A response not saved yet goes with this checkpoint, which holds its messages.
+    return this.saved(request, await runs.saveCheckpoint(request));
+  }
+
+  /**
+   * The save of the next checkpoint, fenced by this driver's epoch and the version it holds, with the
+   * model's response if it is not saved yet (the checkpoint holds its messages). Undefined when this
+   * driver knows its lease is gone (it froze past it): it writes no checkpoint, even where the fence
+   * would still let it (nobody has claimed the run yet).
+   */
+  saveRequest(
+    checkpoint: Checkpoint,
+    status: CheckpointStatus,
+    extras: SaveExtras = {},
+  ): SaveCheckpointRequest | undefined {
+    if (this.lease.lost) return undefined;
     const unsaved = this.#unsaved;
     const merged: SaveExtras =
       unsaved === undefined
         ? extras
         : { ...extras, events: [...unsaved.events, ...(extras.events ?? [])], modelAnswered: true };
-    const version = await runs.saveCheckpoint({
+    return {
       fence: {
         tenantId: this.run.tenantId,
         runId: this.run.runId,
@@ -161,35 +174,58 @@ export class RunDriver {
       checkpoint,
       status,
       ...merged,
-    });
+    };
+  }
+
+  /**
+   * Takes in what became of a save (`saveRequest`), written here or in a step's write: the version it
+   * made, or undefined when it was fenced out (then the lease is lost). False: fenced out.
+   */
+  saved(request: SaveCheckpointRequest, version: number | undefined): boolean {
     if (version === undefined) {
       this.lease.lose(
         'a newer checkpoint or lease epoch stands (another process drives the run, or it was cancelled)',
       );
       return false;
     }
-    this.#checkpoint = checkpoint;
+    this.#checkpoint = request.checkpoint;
     this.#version = version;
     this.#fresh = false;
     this.#unsaved = undefined;
-    if (merged.modelAnswered === true) this.#modelOutages = 0;
+    if (request.modelAnswered === true) this.#modelOutages = 0;
     return true;
   }
 
   /**
-   * Inside the transaction that reserves the step's calls: saves the model's response first if it is
-   * not saved yet, so no call is reserved whose response a crash could lose, renewing the lease in
-   * the same write. `none`: nothing was left to save (nor renewed); `fenced`: the lease is lost.
+   * The end of the drive in `status` (a wait or a final status) as a save: its extras with the status
+   * event, and what the drive returns once it is saved.
    */
-  async saveResponse(tx: StoreTx): Promise<'saved' | 'none' | 'fenced'> {
-    if (this.#unsaved === undefined) return 'none';
+  ending(
+    status: Exclude<CheckpointStatus, 'running'>,
+    extras: SaveExtras,
+  ): { extras: SaveExtras; end: DriveEnd } {
+    const events = [...(extras.events ?? []), statusEvent(status, extras)];
+    return { extras: { ...extras, events }, end: { kind: 'ended', status } };
+  }
+
+  /**
+   * The model's response if it is not saved yet, as the save that goes first in the write reserving
+   * its calls (so no call is reserved whose response a crash could lose), renewing the lease in the
+   * same write. Undefined: nothing is left to save, or the lease is known lost.
+   */
+  responseSave(): SaveCheckpointRequest | undefined {
+    if (this.#unsaved === undefined) return undefined;
+    const request = this.saveRequest(this.#checkpoint, 'running');
+    return request && { ...request, renewLease: { owner: this.owner, leaseMs: this.leaseMs } };
+  }
+
+  /** Takes in what became of the response's save (`responseSave`). False: fenced out. */
+  responseSaved(request: SaveCheckpointRequest, version: number | undefined): boolean {
     const fresh = this.#fresh;
-    const saved = await this.save(tx, this.#checkpoint, 'running', {
-      renewLease: { owner: this.owner, leaseMs: this.leaseMs },
-    });
+    const saved = this.saved(request, version);
     // The calls were still minted by this drive: it knows no record of them can stand.
     this.#fresh = saved && fresh;
-    return saved ? 'saved' : 'fenced';
+    return saved;
   }
 
   /** Ends the drive in `status` (a wait or a final status), or stands down if fenced out. */
@@ -199,9 +235,8 @@ export class RunDriver {
     status: Exclude<CheckpointStatus, 'running'>,
     extras: SaveExtras,
   ): Promise<DriveEnd> {
-    const events = [...(extras.events ?? []), statusEvent(status, extras)];
-    const saved = await this.save(tx, checkpoint, status, { ...extras, events });
-    return saved ? { kind: 'ended', status } : this.standDown();
+    const ending = this.ending(status, extras);
+    return (await this.save(tx, checkpoint, status, ending.extras)) ? ending.end : this.standDown();
   }
 
   /**

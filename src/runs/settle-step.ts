@@ -13,9 +13,17 @@ import {
 } from '../calls/index.js';
 import { crashPoint } from '../crash/index.js';
 import { OncelyError, errorInfo } from '../errors/index.js';
-import type { Checkpoint, PendingCall } from '../run-state/index.js';
-import type { RunEventInput, StoreTx, TransitionResult } from '../store/index.js';
-import { inSeconds, type DriveEnd, type RunDriver } from './driver.js';
+import type { ToolExecutionRecord } from '../ledger/index.js';
+import type { Checkpoint, CheckpointStatus, PendingCall } from '../run-state/index.js';
+import {
+  foreseenRecord,
+  type NewApproval,
+  type ReserveResult,
+  type RunEventInput,
+  type StoreTx,
+  type TransitionResult,
+} from '../store/index.js';
+import { inSeconds, type DriveEnd, type RunDriver, type SaveExtras } from './driver.js';
 import { heardOf } from './heard.js';
 import { toolMessage } from './messages.js';
 import { planStep, type StepPlan } from './plan-step.js';
@@ -101,26 +109,43 @@ async function recordInHand(driver: RunDriver, progress: Map<string, CallProgres
 
 /**
  * Reserves under the run's lease: the lease is renewed (and so checked, and locked against a claim)
- * in the same transaction, and approved calls consume their approval there, so an approval is used
- * by exactly one reservation.
+ * in the same write, and approved calls consume their approval there, so an approval is used by
+ * exactly one reservation. A step's first reservation saves the model's response first, in the same
+ * write: one statement on PostgreSQL when nothing is consumed and every call is new.
  */
 function fencedReserve(driver: RunDriver) {
   const { ledger, run, lease } = driver;
-  return async (requests: readonly PreparedCall['request'][], consume: readonly PreparedCall[]) => {
+  return async (
+    requests: readonly PreparedCall['request'][],
+    consume: readonly PreparedCall[],
+  ): Promise<ReserveResult[]> => {
     // A driver that knows its lease is gone (it froze past it) reserves nothing, even if nobody has
     // claimed the run yet: the database would still renew an unexpired lease, never an expired one.
     if (lease.lost) throw leaseLost(run.runId, lease.epoch);
+    const response = driver.responseSave();
+    if (response !== undefined) await crashPoint('checkpoint.before-commit');
+    if (
+      response !== undefined &&
+      consume.length === 0 &&
+      requests.every((r) => r.reopenVersion === undefined)
+    ) {
+      const step = await ledger.store.reserveStep({
+        save: response,
+        reservations: requests,
+        actor: ledger.actor,
+      });
+      if (!driver.responseSaved(response, step?.version)) throw leaseLost(run.runId, lease.epoch);
+      return step!.reservations;
+    }
     return ledger.store.transaction(async (tx) => {
-      // The response is saved with the lease renewed in one write; with none to save, renewed alone.
-      const saved = await driver.saveResponse(tx);
       const held =
-        saved === 'saved' ||
-        (saved === 'none' &&
-          (await tx.runs.renewLease(
-            { tenantId: run.tenantId, runId: run.runId, leaseEpoch: lease.epoch },
-            driver.owner,
-            driver.leaseMs,
-          )));
+        response === undefined
+          ? await tx.runs.renewLease(
+              { tenantId: run.tenantId, runId: run.runId, leaseEpoch: lease.epoch },
+              driver.owner,
+              driver.leaseMs,
+            )
+          : driver.responseSaved(response, await tx.runs.saveCheckpoint(response));
       if (!held) throw leaseLost(run.runId, lease.epoch);
       for (const call of consume) {
         const used = await tx.runs.consumeApproval(
@@ -148,7 +173,13 @@ interface Told {
   readonly events: RunEventInput[];
 }
 
-/** Records the executed outcomes and the next checkpoint in one transaction. */
+/**
+ * Records the executed outcomes and the next checkpoint in one write. What the checkpoint tells is
+ * decided first, as if every outcome applies (the common case): then the outcomes and the checkpoint
+ * are one statement on PostgreSQL. An outcome that does not apply (an operator settled the call
+ * meanwhile), or a decision that also lets the run go or asks for approvals, is told from what was
+ * written, in a transaction.
+ */
 async function commit(
   driver: RunDriver,
   calls: readonly PendingCall[],
@@ -156,40 +187,84 @@ async function commit(
   progress: Map<string, CallProgress>,
   mayPassAgain: boolean,
 ): Promise<DriveEnd | undefined | 'again'> {
-  const writes: [Executed, TransitionResult][] = [];
-  let result: DriveEnd | undefined | 'again';
-  try {
-    result = await driver.ledger.store.transaction(async (tx) => {
-      writes.length = 0;
-      const outcomes = new Map<string, ToolCallOutcome>(plan.standing);
-      const executed: [string, Executed][] = [];
-      for (const [id, p] of progress) {
-        if (p.kind === 'settled') outcomes.set(id, p.outcome);
-        else executed.push([id, p]);
-      }
-      // Every outcome of the step in one write.
-      const written = await tx.ledger.transitions(
-        executed.map(([, p]) => executedTransition(driver.ledger, p)),
+  const executed = [...progress].filter((e): e is [string, Executed] => e[1].kind === 'executed');
+  const requests = executed.map(([, p]) => executedTransition(driver.ledger, p));
+  const foreseen = executed.map(([, p], i) => foreseenRecord(p.record, requests[i]!));
+  const write = decide(
+    driver,
+    tell(driver, calls, plan, progress, outcomesOf(plan, progress, executed, foreseen)),
+    plan,
+    mayPassAgain,
+  );
+  let written: TransitionResult[] | undefined;
+  if (write.release === undefined && write.approvals.length === 0) {
+    await crashPoint('checkpoint.before-commit');
+    const save = driver.saveRequest(write.checkpoint, write.status, write.extras);
+    if (save !== undefined) {
+      const recorded = await recordOrHand(driver, progress, () =>
+        driver.ledger.store.recordStep({ transitions: requests, save }),
       );
-      executed.forEach(([id, p], i) => {
-        const result = written[i];
-        if (result?.record === undefined)
-          throw new Error(`${p.record.idempotencyKey} vanished from the ledger`);
-        writes.push([p, result]);
-        outcomes.set(id, executedOutcome(p, result.record));
-      });
-      const told = tell(driver, calls, plan, progress, outcomes);
-      return decide(driver, tx, told, plan, mayPassAgain);
-    });
-  } catch (error) {
-    // The step's commit failed (a lost connection, a lock or statement timeout): what the calls came
-    // to is still the truth, so record it on its own before the drive stands down.
-    await recordInHand(driver, progress);
-    throw error;
+      written = recorded.results;
+      executed.forEach(([, p], i) => afterWrite(driver.ledger, p, written![i]!));
+      if (recorded.version !== null) {
+        const saved = driver.saved(save, recorded.version);
+        await crashPoint('tool.after-record');
+        return saved ? write.then : driver.standDown();
+      }
+    }
   }
-  for (const [p, written] of writes) afterWrite(driver.ledger, p, written);
+  // Told from what was written (the outcomes are written first if they are not yet).
+  const writes: [Executed, TransitionResult][] = [];
+  const result = await recordOrHand(
+    driver,
+    written === undefined ? progress : new Map<string, CallProgress>(),
+    () =>
+      driver.ledger.store.transaction(async (tx) => {
+        const results = written ?? (await tx.ledger.transitions(requests));
+        writes.length = 0;
+        if (written === undefined) executed.forEach(([, p], i) => writes.push([p, results[i]!]));
+        const records = executed.map(([, p], i) => {
+          const record = results[i]?.record;
+          if (record === undefined) throw new Error(`${p.record.idempotencyKey} vanished from the ledger`);
+          return record;
+        });
+        const told = tell(driver, calls, plan, progress, outcomesOf(plan, progress, executed, records));
+        return applyIn(driver, tx, decide(driver, told, plan, mayPassAgain));
+      }),
+  );
+  for (const [p, w] of writes) afterWrite(driver.ledger, p, w);
   await crashPoint('tool.after-record');
   return result;
+}
+
+/**
+ * A step's write; if it fails (a lost connection, a lock or statement timeout), what the calls came
+ * to is still the truth, so each outcome in hand is recorded on its own before the drive stands down.
+ */
+async function recordOrHand<T>(
+  driver: RunDriver,
+  inHand: Map<string, CallProgress>,
+  write: () => Promise<T>,
+): Promise<T> {
+  try {
+    return await write();
+  } catch (error) {
+    await recordInHand(driver, inHand);
+    throw error;
+  }
+}
+
+/** Each call's outcome: settled ones as they came, executed ones from their records. */
+function outcomesOf(
+  plan: StepPlan,
+  progress: Map<string, CallProgress>,
+  executed: readonly [string, Executed][],
+  records: readonly ToolExecutionRecord[],
+): Map<string, ToolCallOutcome> {
+  const outcomes = new Map<string, ToolCallOutcome>(plan.standing);
+  for (const [id, p] of progress) if (p.kind === 'settled') outcomes.set(id, p.outcome);
+  executed.forEach(([id, p], i) => outcomes.set(id, executedOutcome(p, records[i]!)));
+  return outcomes;
 }
 
 function tell(
@@ -238,53 +313,86 @@ function tell(
   return { calls: told, askable, unknown, waitUntil, events };
 }
 
-async function decide(
-  driver: RunDriver,
-  tx: StoreTx,
-  told: Told,
-  plan: StepPlan,
-  mayPassAgain: boolean,
-): Promise<DriveEnd | undefined | 'again'> {
+/** What the step writes with its outcomes: the next checkpoint, and whatever goes with it. */
+interface StepWrite {
+  readonly checkpoint: Checkpoint;
+  readonly status: CheckpointStatus;
+  readonly extras: SaveExtras;
+  /** What the drive does once it is saved. */
+  readonly then: DriveEnd | undefined | 'again';
+  /** The run let go in the same transaction, to be looked at again after the delay. */
+  readonly release?: { readonly delayMs: number; readonly reason: string };
+  /** Approvals asked for in the same transaction. */
+  readonly approvals: readonly NewApproval[];
+}
+
+function decide(driver: RunDriver, told: Told, plan: StepPlan, mayPassAgain: boolean): StepWrite {
   const checkpoint = driver.checkpoint;
   const waiting: Checkpoint = { ...checkpoint, pending: { calls: told.calls } };
   const extras = { events: told.events };
+  const going = (then: StepWrite['then']): StepWrite => ({
+    checkpoint: waiting,
+    status: 'running',
+    extras,
+    then,
+    approvals: [],
+  });
   if (told.unknown.length > 0) {
-    if (told.askable > 0 && mayPassAgain) {
-      // Just found unknown: write that down, then ask the reconcile hooks in the next pass.
-      return (await driver.save(tx, waiting, 'running', extras)) ? 'again' : driver.standDown();
-    }
+    // Just found unknown: write that down, then ask the reconcile hooks in the next pass.
+    if (told.askable > 0 && mayPassAgain) return going('again');
     if (told.waitUntil !== null) {
       // Each unknown call is another process's attempt that may still land: run nothing, settle
       // nothing; let the run go and look again once the last of them can no longer land.
-      if (!(await driver.save(tx, waiting, 'running', extras))) return driver.standDown();
       const delayMs = Math.max(0, told.waitUntil - Date.now());
       const keys = told.unknown.map((c) => `${driver.run.runId}:${c.toolCallId}`).join(', ');
       const reason =
         `tool call ${keys} may still be running in another process (its attempt has not timed out yet); ` +
         `looking again in ${inSeconds(delayMs)}`;
-      return driver.release(tx, 'waiting', delayMs, reason);
+      return { ...going(undefined), release: { delayMs, reason } };
     }
-    if (driver.agent.toolPolicy.onIndeterminate === 'fail') return failUnknown(driver, tx, waiting, told);
+    if (driver.agent.toolPolicy.onIndeterminate === 'fail') return failUnknown(driver, waiting, told);
     const reason = unknownReason(driver, told.unknown);
     const events = [...told.events, ...approvalEvents(plan)];
-    return withApprovals(
-      tx,
-      plan,
-      await driver.end(tx, waiting, 'awaiting_reconciliation', { events, reason }),
-    );
+    return ending(driver, waiting, 'awaiting_reconciliation', { events, reason }, plan.newApprovals);
   }
   if (plan.awaiting.size > 0) {
     const keys = [...plan.awaiting].map((id) => `${driver.run.runId}:${id}`);
     const reason = `waiting for an operator to approve or reject ${keys.join(', ')}`;
     const events = [...told.events, ...approvalEvents(plan)];
-    return withApprovals(tx, plan, await driver.end(tx, waiting, 'awaiting_approval', { events, reason }));
+    return ending(driver, waiting, 'awaiting_approval', { events, reason }, plan.newApprovals);
   }
   const next: Checkpoint = {
     messages: [...checkpoint.messages, toolMessage(told.calls)],
     step: checkpoint.step,
     pending: null,
   };
-  return (await driver.save(tx, next, 'running', extras)) ? undefined : driver.standDown();
+  return { checkpoint: next, status: 'running', extras, then: undefined, approvals: [] };
+}
+
+function ending(
+  driver: RunDriver,
+  checkpoint: Checkpoint,
+  status: Exclude<CheckpointStatus, 'running'>,
+  extras: SaveExtras,
+  approvals: readonly NewApproval[] = [],
+): StepWrite {
+  const end = driver.ending(status, extras);
+  return { checkpoint, status, extras: end.extras, then: end.end, approvals };
+}
+
+/** Writes the step's decision inside `tx`: the checkpoint, then the release or approvals with it. */
+async function applyIn(
+  driver: RunDriver,
+  tx: StoreTx,
+  write: StepWrite,
+): Promise<DriveEnd | undefined | 'again'> {
+  if (!(await driver.save(tx, write.checkpoint, write.status, write.extras))) return driver.standDown();
+  if (write.release !== undefined) {
+    return driver.release(tx, 'waiting', write.release.delayMs, write.release.reason);
+  }
+  // Asked for only with the checkpoint that waits for them, so each exists once it is announced.
+  if (write.approvals.length > 0) await tx.runs.createApprovals(write.approvals);
+  return write.then;
 }
 
 /**
@@ -298,17 +406,11 @@ function approvalEvents(plan: StepPlan): RunEventInput[] {
   }));
 }
 
-/** Asks for the step's approvals in the transaction of the checkpoint that waits for them. */
-async function withApprovals(tx: StoreTx, plan: StepPlan, end: DriveEnd): Promise<DriveEnd> {
-  if (end.kind === 'ended') await tx.runs.createApprovals(plan.newApprovals);
-  return end;
-}
-
-function failUnknown(driver: RunDriver, tx: StoreTx, checkpoint: Checkpoint, told: Told): Promise<DriveEnd> {
+function failUnknown(driver: RunDriver, checkpoint: Checkpoint, told: Told): StepWrite {
   const error = new OncelyError('RUN_CALL_UNKNOWN', unknownReason(driver, told.unknown), {
     details: { keys: told.unknown.map((c) => `${driver.run.runId}:${c.toolCallId}`) },
   });
-  return driver.end(tx, checkpoint, 'failed', {
+  return ending(driver, checkpoint, 'failed', {
     events: told.events,
     error: error.toJSON(),
     reason: error.message,

@@ -21,6 +21,7 @@ export {
   type OpenStoreOptions,
 } from './open-store.js';
 export { assertSchemaCurrent } from './migrations.js';
+export { foreseenRecord } from './rows.js';
 export { SqliteStore } from './sqlite/index.js';
 export {
   PostgresStore,

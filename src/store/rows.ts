@@ -1,6 +1,6 @@
 import type { TransitionRequest } from './store.js';
 import { OncelyError } from '../errors/index.js';
-import { UNKNOWN_STATUSES, assertTransition, contradicts } from '../ledger/index.js';
+import { UNKNOWN_STATUSES, assertTransition, contradicts, settles } from '../ledger/index.js';
 import type {
   Actor,
   EffectKind,
@@ -160,6 +160,25 @@ export function transitionColumns(
     // A call settled completed took effect: an earlier timeout error no longer describes it.
     setError: to === 'failed' || to === 'indeterminate' || to === 'completed',
     error: request.error ?? null,
+  };
+}
+
+/**
+ * The record a transition makes when it applies, as the stores write it (\`transitionColumns\`), but
+ * for the times, which the database sets (\`updatedAt\` and \`settledAt\` here are the caller's clock):
+ * what a step tells the model before its write, in the write itself.
+ */
+export function foreseenRecord(record: ToolExecutionRecord, request: TransitionRequest): ToolExecutionRecord {
+  const columns = transitionColumns(request.to, request);
+  const now = new Date().toISOString();
+  return {
+    ...record,
+    status: request.to,
+    version: record.version + 1,
+    updatedAt: now,
+    ...(columns.setResult ? { result: columns.result, resultReference: columns.resultReference } : {}),
+    ...(columns.setError ? { error: columns.error } : {}),
+    ...(settles(request.to) ? { settledAt: now, settledBy: request.actor } : {}),
   };
 }
 

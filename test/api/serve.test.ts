@@ -69,7 +69,7 @@ describe('oncely serve', () => {
     expect(metrics).toMatch(/^oncely_runs\{status="completed"\} 1$/m);
     expect(metrics).toMatch(/^oncely_tool_calls\{tool="issue_credit",status="completed"\} 1$/m);
     expect(metrics).toMatch(
-      /^oncely_ledger_operation_duration_seconds_count\{operation="reserve",outcome="ok"\} [1-9]/m,
+      /^oncely_ledger_operation_duration_seconds_count\{operation="reserve_step",outcome="ok"\} [1-9]/m,
     );
 
     const exit = await proc.stop(20_000);

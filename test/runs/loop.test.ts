@@ -16,6 +16,8 @@ import {
   toolResultsIn,
   type OpenedStore,
 } from './fixtures.js';
+import { z } from 'zod';
+import { defineTool, external } from '../../src/tools/index.js';
 import { CREDIT, ORDER, FakeDownstream, issueCredit, lookupOrder } from './tools.js';
 
 /*
@@ -224,9 +226,9 @@ describe.each(STORES)('the run loop on %s', (_name, open) => {
       ],
     };
     const { agent } = scriptedAgent([step, step, step, { text: 'Six credits.' }], [credit]);
-    // The runtime writes through this view of the store: its own transactions and the writes it
-    // makes outside one are counted; what a transaction writes inside it is not.
-    const counts = { transactions: 0, checkpoints: 0 };
+    // The runtime writes through this view of the store: its own transactions, its step writes and
+    // the writes it makes outside them are counted; what a transaction writes inside it is not.
+    const counts = { transactions: 0, reserveSteps: 0, recordSteps: 0, checkpoints: 0 };
     const runs = Object.create(store.runs) as Store['runs'];
     runs.saveCheckpoint = (request) => {
       counts.checkpoints += 1;
@@ -239,16 +241,84 @@ describe.each(STORES)('the run loop on %s', (_name, open) => {
         counts.transactions += 1;
         return store.transaction(fn) as Promise<T>;
       },
+      reserveStep: (request: Parameters<Store['reserveStep']>[0]) => {
+        counts.reserveSteps += 1;
+        return store.reserveStep(request);
+      },
+      recordStep: (request: Parameters<Store['recordStep']>[0]) => {
+        counts.recordSteps += 1;
+        return store.recordStep(request);
+      },
     });
     const run = await startAndDrive(runtimes.open(counted, [agent]), 'Credit acct_7 $25, six times.');
     expect(run.status).toBe('completed');
     expect(Object.values(downstream.effects())).toEqual(Array(6).fill(1));
-    // Three steps: two transactions each; the final answer is the one checkpoint saved on its own.
-    expect(counts).toEqual({ transactions: 6, checkpoints: 1 });
+    // Three steps: two writes each, the response with its reservations and the outcomes with the
+    // checkpoint that tells them; the final answer is the one checkpoint saved on its own.
+    expect(counts).toEqual({ transactions: 0, reserveSteps: 3, recordSteps: 3, checkpoints: 1 });
     const responses = (await store.runs.events(TENANT, run.runId, 0, 100)).filter(
       (e) => e.type === 'model.response',
     );
     expect(responses.map((e) => (e.data as { step: number }).step)).toEqual([1, 2, 3, 4]);
+  });
+
+  it('tells the model what stands when an outcome loses to an operator who settled the call mid-attempt', async () => {
+    // The step's one write assumes its outcomes apply; here one does not, and the checkpoint must
+    // tell what was written instead (the operator's failed, the late effect filed as a conflict).
+    let release: () => void = () => undefined;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    let started: (key: string) => void = () => undefined;
+    const running = new Promise<string>((resolve) => (started = resolve));
+    const credit = defineTool({
+      name: 'slow_credit',
+      description: 'credit, slowly',
+      input: z.object({ cents: z.number() }),
+      effect: external(),
+      execute: async (args, ctx) => {
+        started(ctx.idempotencyKey);
+        await gate;
+        return { receipt: `r_${args.cents}` };
+      },
+    });
+    const { agent, model } = scriptedAgent(
+      [{ toolCalls: [{ toolName: 'slow_credit', input: { cents: 2500 } }] }, { text: 'Told.' }],
+      [credit],
+    );
+    const counts = { recordSteps: 0 };
+    const counted = Object.create(store) as Store;
+    Object.assign(counted, {
+      recordStep: (request: Parameters<Store['recordStep']>[0]) => {
+        counts.recordSteps += 1;
+        return store.recordStep(request);
+      },
+    });
+    const runtime = runtimes.open(counted, [agent]);
+    const driving = startAndDrive(runtime, 'Credit $25.');
+    const key = await running;
+    await runtime.resolve({
+      tenantId: TENANT,
+      idempotencyKey: key,
+      status: 'failed',
+      reason: 'nothing in the billing console',
+      actorId: 'ops-ana',
+      force: true,
+    });
+    release();
+    const run = await driving;
+    expect(run.status).toBe('completed');
+    expect(counts).toEqual({ recordSteps: 1 }); // then told from what was written, in a transaction
+    const record = await store.ledger.get(TENANT, key);
+    expect(record).toMatchObject({ status: 'failed', settledBy: { kind: 'operator', id: 'ops-ana' } });
+    expect(record?.conflictAt).not.toBeNull();
+    expect(summary(await store.ledger.history(TENANT, key))).toEqual([
+      'transition:reserve:-->started',
+      'transition:resolve:started->failed',
+      'conflict:outcome:failed->completed',
+    ]);
+    const heard = toolResultsIn(model.received[1]);
+    expect(heard).toHaveLength(1);
+    expect(JSON.stringify(heard[0]?.output)).toContain('did_not_take_effect');
+    expect(JSON.stringify(heard[0]?.output)).not.toContain('r_2500');
   });
 
   it('runs a step of 16 credits without a listener-leak warning, one effect per key', async () => {
