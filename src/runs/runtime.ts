@@ -178,10 +178,17 @@ export class Runtime {
    * waits or ends; returns the run as it then stands. A run held by a live driver is left alone.
    */
   async drive(tenantId: string, runId: string): Promise<RunRecord> {
-    const run = await this.getRun(tenantId, runId);
-    this.agentNamed(run.agent);
-    const claimed = await this.store.runs.claim(tenantId, runId, this.owner, this.leaseMs);
-    if (claimed !== undefined) await this.driveClaimed(claimed);
+    assertTenantId(tenantId);
+    const claimed = isValidId(runId)
+      ? await this.store.runs.claim(tenantId, runId, this.owner, this.leaseMs, [...this.agents.keys()])
+      : undefined;
+    if (claimed === undefined) {
+      // Not claimed: no such run, a run of an agent this runtime does not have, or one held or ended.
+      const run = await this.getRun(tenantId, runId);
+      this.agentNamed(run.agent);
+      return run;
+    }
+    await this.driveClaimed(claimed);
     return this.getRun(tenantId, runId);
   }
 

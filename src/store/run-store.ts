@@ -104,8 +104,14 @@ export interface RunStore {
    * `agents`, only runs of those agents (a worker claims what it can drive).
    */
   claimNext(owner: string, leaseMs: number, agents?: readonly string[]): Promise<RunRecord | undefined>;
-  /** Claims this run if it is claimable (as `claimNext`). */
-  claim(tenantId: string, runId: string, owner: string, leaseMs: number): Promise<RunRecord | undefined>;
+  /** Claims this run if it is claimable (as `claimNext`), and with `agents`, only if it is of one of them. */
+  claim(
+    tenantId: string,
+    runId: string,
+    owner: string,
+    leaseMs: number,
+    agents?: readonly string[],
+  ): Promise<RunRecord | undefined>;
   /** Extends the lease if this owner still holds it at this epoch; false means the lease is lost. */
   renewLease(fence: Omit<RunFence, 'checkpointVersion'>, owner: string, leaseMs: number): Promise<boolean>;
   /**

@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import { FEATURE_NOT_SUPPORTED } from './sqlstate.js';
+import { prepared } from './prepared.js';
 import {
   RESERVABLE_STATUSES,
   settles,
@@ -145,15 +145,20 @@ SELECT * FROM u`;
 export function transitionsCtes(at: number): string {
   const p = numbered(at);
   return `req AS (
-  SELECT * FROM unnest(${p(2)}::text[], ${p(3)}::text[], ${p(4)}::boolean[], ${p(5)}::jsonb[], ${p(6)}::text[], ${p(7)}::boolean[],
+  SELECT ${p(1)}::text AS tenant_id, r.* FROM unnest(${p(2)}::text[], ${p(3)}::text[], ${p(4)}::boolean[], ${p(5)}::jsonb[], ${p(6)}::text[], ${p(7)}::boolean[],
                        ${p(8)}::jsonb[], ${p(9)}::boolean[], ${p(10)}::text[], ${p(11)}::text[], ${p(12)}::text[], ${p(13)}::integer[],
                        ${p(14)}::text[], ${p(15)}::text[], ${p(16)}::jsonb[]) WITH ORDINALITY
     AS r(idempotency_key, to_status, set_result, result, result_reference, set_error, error, settles,
          actor_kind, actor_id, expect_status, expect_version, via, reason, detail, n)
 ), locked AS (
-  SELECT t.idempotency_key FROM tool_executions t JOIN req USING (idempotency_key)
-  WHERE t.tenant_id = ${p(1)} AND t.status = req.expect_status AND t.version = req.expect_version
-  ORDER BY t.idempotency_key FOR UPDATE OF t
+  SELECT l.idempotency_key
+  FROM (SELECT * FROM req ORDER BY idempotency_key) AS k
+  CROSS JOIN LATERAL (
+    SELECT t.idempotency_key FROM tool_executions t
+    WHERE t.tenant_id = ${p(1)} AND t.idempotency_key = k.idempotency_key
+      AND t.status = k.expect_status AND t.version = k.expect_version
+    FOR UPDATE
+  ) AS l
 ), u AS (
   UPDATE tool_executions t SET
     status = req.to_status, version = t.version + 1, updated_at = oncely_now(),
@@ -164,7 +169,7 @@ export function transitionsCtes(at: number): string {
     settled_by_kind = CASE WHEN req.settles THEN req.actor_kind ELSE t.settled_by_kind END,
     settled_by_id = CASE WHEN req.settles THEN req.actor_id ELSE t.settled_by_id END
   FROM req JOIN locked USING (idempotency_key)
-  WHERE t.tenant_id = ${p(1)} AND t.idempotency_key = req.idempotency_key
+  WHERE t.tenant_id = req.tenant_id AND t.idempotency_key = req.idempotency_key
     AND t.status = req.expect_status AND t.version = req.expect_version
   RETURNING t.*, req.n, req.actor_kind AS ev_actor_kind, req.actor_id AS ev_actor_id, req.via AS ev_via,
     req.expect_status AS ev_from, req.reason AS ev_reason, req.detail AS ev_detail
@@ -232,34 +237,12 @@ SELECT tenant_id, idempotency_key, $3, $4, $5, $6, status, $7, $11, $8, $9::json
 const LOSS_TRIES = 5;
 
 const GET = `SELECT * FROM tool_executions WHERE tenant_id = $1 AND idempotency_key = $2`;
-const GET_MANY = `SELECT * FROM tool_executions WHERE tenant_id = $1 AND idempotency_key = ANY($2::text[])`;
+/** One primary-key lookup per key (not a scan of the tenant's rows, whatever a generic plan guesses). */
+const GET_MANY = `SELECT t.* FROM unnest($2::text[]) AS k (key)
+CROSS JOIN LATERAL (
+  SELECT * FROM tool_executions WHERE tenant_id = $1 AND idempotency_key = k.key OFFSET 0
+) AS t`;
 const HISTORY = `SELECT * FROM tool_execution_events WHERE tenant_id = $1 AND idempotency_key = $2 ORDER BY id`;
-
-/**
- * A hot statement, prepared once per connection under a name: the server parses and rewrites it once,
- * not on every call (it is still planned for each execution's values: see the pool's
- * `plan_cache_mode` in postgres-store.ts). The name carries a
- * generation: when the table under a prepared statement changes its columns (DDL by hand; a newer
- * schema refuses writes anyway), the server refuses the old plan, the generation moves on, and every
- * statement is prepared afresh under its new name (`renewIfStalePlan`).
- */
-export function prepared(name: string, text: string): { name: string; text: string } {
-  return { name: `${name}_${planGeneration}`, text };
-}
-
-let planGeneration = 1;
-
-/**
- * Whether the server refused a prepared statement whose table changed; if so the generation moves on,
- * so the next try prepares every statement anew.
- */
-export function renewIfStalePlan(error: unknown): boolean {
-  const { code, message } = (error ?? {}) as { code?: unknown; message?: unknown };
-  if (code !== FEATURE_NOT_SUPPORTED || typeof message !== 'string') return false;
-  if (!message.includes('cached plan must not change result type')) return false;
-  planGeneration += 1;
-  return true;
-}
 
 /** The ledger on PostgreSQL. Correctness rests on single statements and the primary key alone. */
 export class PostgresLedger implements LedgerStore {

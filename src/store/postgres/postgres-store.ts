@@ -6,7 +6,8 @@ import type { MonitorStore } from '../monitor-store.js';
 import type { RunStore } from '../run-store.js';
 import type { LedgerStore, MigrationReport, SchemaState, Store, StoreTx } from '../store.js';
 import { PostgresApiKeys } from './api-keys.js';
-import { PostgresLedger, renewIfStalePlan, type Queryable } from './ledger.js';
+import { PostgresLedger, type Queryable } from './ledger.js';
+import { renewIfStalePlan } from './prepared.js';
 import { PostgresMonitor } from './monitor.js';
 import { PostgresRuns } from './runs.js';
 import { recordStep, reserveStep } from './steps.js';
@@ -61,17 +62,21 @@ const SCHEMA_WATCH_MS = 5_000;
 const CONNECT_TIMEOUT_MS = 5_000;
 
 /**
- * The pool's autocommit statements, each repeated (up to 3 tries, with a short jittered pause) when
+ * The pools' autocommit statements, each repeated (up to 3 tries, with a short jittered pause) when
  * the server rolled it back for a transient cause: a serialization failure, a deadlock, a lock it
  * could not get in time. Every store statement is one atomic compare-and-set or read, so a repeat
  * is the same statement against the state as it now stands. Statements inside `transaction()` are
- * not repeated: the caller's transaction fails and its caller decides.
+ * not repeated: the caller's transaction fails and its caller decides. A hot statement (prepared
+ * under a name, see prepared.ts) goes to `hot`, whose connections keep generic plans; any other to
+ * `pool`, whose connections plan each statement for its values.
  */
-function retrying(pool: pg.Pool): Queryable {
+function retrying(pool: pg.Pool, hot: pg.Pool = pool): Queryable {
   const query = async (...args: Parameters<pg.Pool['query']>): Promise<unknown> => {
+    const [statement] = args as unknown[];
+    const target = typeof statement === 'object' && statement !== null && 'name' in statement ? hot : pool;
     for (let tryNo = 1; ; tryNo++) {
       try {
-        return await (pool.query as (...a: unknown[]) => Promise<unknown>)(...args);
+        return await (target.query as (...a: unknown[]) => Promise<unknown>)(...args);
       } catch (error) {
         const code = (error as { code?: unknown }).code;
         // A prepared plan the server refused (its table changed) is prepared anew on the next try.
@@ -100,8 +105,11 @@ export class PostgresStore implements Store {
   /** The ledger unguarded, for the step writes (which check the schema themselves). */
   private readonly rawLedger: PostgresLedger;
 
-  private constructor(private readonly pool: pg.Pool) {
-    const db = retrying(pool);
+  private constructor(
+    private readonly pool: pg.Pool,
+    private readonly hotPool: pg.Pool,
+  ) {
+    const db = retrying(pool, hotPool);
     this.db = db;
     this.rawLedger = new PostgresLedger(db);
     this.ledger = this.guard('ledger', this.rawLedger);
@@ -132,21 +140,25 @@ export class PostgresStore implements Store {
 
   static async open(url: string, options: PostgresStoreOptions = {}): Promise<PostgresStore> {
     const timeouts = { ...DEFAULT_POSTGRES_TIMEOUTS, ...options.timeouts };
-    const pool = new pg.Pool({
-      connectionString: url,
-      max: options.maxConnections ?? 10,
-      connectionTimeoutMillis: CONNECT_TIMEOUT_MS,
-      types: { getTypeParser },
-      statement_timeout: timeouts.statementMs,
-      lock_timeout: timeouts.lockMs,
-      idle_in_transaction_session_timeout: timeouts.idleInTransactionMs,
-      // The hot statements are prepared (parsed once per connection) but planned for each execution's
-      // values: on a table without statistics yet, a generic plan picks the listing index for a
-      // primary-key lookup and would keep it until the next ANALYZE.
-      options: '-c plan_cache_mode=force_custom_plan',
-    });
-    // An idle client's error (the server went away) must not crash the process; the next query reports it.
-    pool.on('error', () => undefined);
+    const poolFor = (plans: 'force_custom_plan' | 'force_generic_plan'): pg.Pool => {
+      const pool = new pg.Pool({
+        connectionString: url,
+        max: options.maxConnections ?? 10,
+        connectionTimeoutMillis: CONNECT_TIMEOUT_MS,
+        types: { getTypeParser },
+        statement_timeout: timeouts.statementMs,
+        lock_timeout: timeouts.lockMs,
+        idle_in_transaction_session_timeout: timeouts.idleInTransactionMs,
+        options: `-c plan_cache_mode=${plans}`,
+      });
+      // An idle client's error (the server went away) must not crash the process; the next query reports it.
+      pool.on('error', () => undefined);
+      return pool;
+    };
+    // Statements planned for their values (lists, transactions, and the foreign-key checks they
+    // fire); the hot statements on connections of their own, under generic plans (prepared.ts).
+    const pool = poolFor('force_custom_plan');
+    const hotPool = poolFor('force_generic_plan');
     try {
       const { rows } = await pool.query<{ synchronous_commit: string }>('SHOW synchronous_commit');
       if (rows[0]?.synchronous_commit === 'off') {
@@ -156,7 +168,7 @@ export class PostgresStore implements Store {
         );
       }
     } catch (cause) {
-      await pool.end();
+      await Promise.all([pool.end(), hotPool.end()]);
       throw new OncelyError(
         'STORE_UNAVAILABLE',
         `cannot reach PostgreSQL at ${redact(url)}: ${String(cause)}`,
@@ -165,7 +177,7 @@ export class PostgresStore implements Store {
         },
       );
     }
-    return new PostgresStore(pool);
+    return new PostgresStore(pool, hotPool);
   }
 
   async transaction<T>(fn: (tx: StoreTx) => Promise<T>): Promise<T> {
@@ -273,7 +285,7 @@ export class PostgresStore implements Store {
 
   async close(): Promise<void> {
     clearInterval(this.schemaWatch);
-    await this.pool.end();
+    await Promise.all([this.pool.end(), this.hotPool.end()]);
   }
 }
 

@@ -27,7 +27,8 @@ import {
   type RunRow,
 } from '../run-rows.js';
 import { encodeJson } from '../rows.js';
-import { numbered, prepared, type Queryable } from './ledger.js';
+import { numbered, type Queryable } from './ledger.js';
+import { prepared } from './prepared.js';
 
 const CLAIMABLE = `status IN ('queued', 'running') AND (lease_expires_at IS NULL OR lease_expires_at < oncely_now())`;
 
@@ -56,8 +57,12 @@ WITH u AS (
 
 const CLAIM = `
 WITH u AS (
-  UPDATE runs SET ${CLAIM_SET} WHERE tenant_id = $3 AND run_id = $4 AND ${CLAIMABLE} RETURNING *
+  UPDATE runs SET ${CLAIM_SET} WHERE tenant_id = $3 AND run_id = $4 AND ${CLAIMABLE}
+    AND ($5::text[] IS NULL OR agent = ANY($5::text[]))
+  RETURNING *
 )${CLAIMED_EVENT}`;
+
+const GET = `SELECT * FROM runs WHERE tenant_id = $1 AND run_id = $2`;
 
 const RENEW = `
 UPDATE runs SET lease_expires_at = oncely_now() + make_interval(secs => $5::double precision / 1000)
@@ -197,7 +202,7 @@ export class PostgresRuns implements RunStore {
   constructor(private readonly db: Queryable) {}
 
   async create(request: CreateRunRequest): Promise<{ created: boolean; run: RunRecord }> {
-    const { rows } = await this.db.query<RunRow>(CREATE, [
+    const { rows } = await this.db.query<RunRow>(prepared('oncely_create_run', CREATE), [
       request.tenantId,
       request.runId,
       request.agent,
@@ -211,10 +216,7 @@ export class PostgresRuns implements RunStore {
   }
 
   async get(tenantId: string, runId: string): Promise<RunRecord | undefined> {
-    const { rows } = await this.db.query<RunRow>('SELECT * FROM runs WHERE tenant_id = $1 AND run_id = $2', [
-      tenantId,
-      runId,
-    ]);
+    const { rows } = await this.db.query<RunRow>(prepared('oncely_get_run', GET), [tenantId, runId]);
     return rows[0] === undefined ? undefined : toRun(rows[0]);
   }
 
@@ -255,8 +257,15 @@ export class PostgresRuns implements RunStore {
     runId: string,
     owner: string,
     leaseMs: number,
+    agents?: readonly string[],
   ): Promise<RunRecord | undefined> {
-    const { rows } = await this.db.query<RunRow>(CLAIM, [owner, leaseMs, tenantId, runId]);
+    const { rows } = await this.db.query<RunRow>(prepared('oncely_claim', CLAIM), [
+      owner,
+      leaseMs,
+      tenantId,
+      runId,
+      agents ?? null,
+    ]);
     return rows[0] === undefined ? undefined : toRun(rows[0]);
   }
 

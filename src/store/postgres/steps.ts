@@ -8,7 +8,6 @@ import {
 import type { ToolExecutionRecord } from '../../ledger/index.js';
 import { toRecord, type ExecutionRow } from '../rows.js';
 import {
-  prepared,
   reserveCtes,
   reserveParams,
   transitionsCtes,
@@ -16,6 +15,7 @@ import {
   type PostgresLedger,
   type Queryable,
 } from './ledger.js';
+import { prepared } from './prepared.js';
 import { saveCtes, saveParams } from './runs.js';
 
 /*

@@ -150,14 +150,28 @@ export class SqliteRuns implements RunStore {
     );
   }
 
-  claim(tenantId: string, runId: string, owner: string, leaseMs: number): Promise<RunRecord | undefined> {
+  claim(
+    tenantId: string,
+    runId: string,
+    owner: string,
+    leaseMs: number,
+    agents?: readonly string[],
+  ): Promise<RunRecord | undefined> {
     return settle(() =>
       this.db
         .transaction(() => {
-          const params = { owner, now: now(), expires: later(leaseMs), tenantId, runId };
+          const params = {
+            owner,
+            now: now(),
+            expires: later(leaseMs),
+            tenantId,
+            runId,
+            agents: agents === undefined ? null : JSON.stringify(agents),
+          };
           const row = this.db
             .prepare<[Record<string, unknown>], RunRow>(
-              `UPDATE runs SET ${CLAIM_SET} WHERE tenant_id = @tenantId AND run_id = @runId AND ${CLAIMABLE} RETURNING *`,
+              `UPDATE runs SET ${CLAIM_SET} WHERE tenant_id = @tenantId AND run_id = @runId AND ${CLAIMABLE}
+                 AND (@agents IS NULL OR agent IN (SELECT value FROM json_each(@agents))) RETURNING *`,
             )
             .get(params);
           return row === undefined ? undefined : this.claimed(row, params.now);

@@ -1,0 +1,142 @@
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { defineAgent } from '../../src/agents/index.js';
+import { Ledger, executeToolCall } from '../../src/calls/index.js';
+import { scriptedModel } from '../../src/models/index.js';
+import { Runtime } from '../../src/runs/index.js';
+import { openStore } from '../../src/store/index.js';
+import { hotStatements } from '../../src/store/postgres/prepared.js';
+import { defineTool, external } from '../../src/tools/index.js';
+import { createTestDatabase } from '../support/databases.js';
+
+/*
+ * The hot statements run under generic plans (made once per connection, without the values). Each
+ * must reach its rows by primary key alone on a table that has grown without statistics (no ANALYZE
+ * has run: autovacuum off, or not yet): a plan that scanned a listing index would read every row of
+ * the tenant at every call. Checked on real PostgreSQL, with EXPLAIN of each statement's generic plan.
+ */
+
+const TENANT = 'acme';
+const ROWS = 5_000;
+
+interface PlanNode {
+  'Node Type': string;
+  'Relation Name'?: string;
+  'Index Name'?: string;
+  Plans?: PlanNode[];
+}
+
+/** Every node of a plan that reads a table: its type, table and index. */
+function scans(node: PlanNode): string[] {
+  const own =
+    node['Relation Name'] !== undefined && node['Node Type'] !== 'ModifyTable'
+      ? [
+          `${node['Node Type']} on ${node['Relation Name']}${node['Index Name'] ? ` using ${node['Index Name']}` : ''}`,
+        ]
+      : [];
+  return [...own, ...(node.Plans ?? []).flatMap(scans)];
+}
+
+describe('generic plans of the hot statements (PostgreSQL)', () => {
+  let db: { url: string; drop(): Promise<void> };
+
+  beforeAll(async () => {
+    db = await createTestDatabase('plans');
+    const store = await openStore(db.url, { migrate: true });
+    const tool = defineTool({
+      name: 'plans_effect',
+      description: 'keyed no-op',
+      input: z.object({ n: z.number() }),
+      effect: external(),
+      execute: (args) => args,
+    });
+    const step = { toolCalls: [1, 2].map((n) => ({ toolName: tool.name, input: { n } })) };
+    const agent = defineAgent({
+      name: 'plans',
+      instructions: 'x',
+      model: scriptedModel([step, { text: 'done' }]),
+      tools: [tool],
+    });
+    const runtime = new Runtime(store, { agents: [agent], owner: 'plans' });
+    try {
+      // Every hot statement runs once: a run of a step of two calls, a guarded call and its replay, a renewal.
+      const { run } = await runtime.startRun({ tenantId: TENANT, agent: 'plans', input: 'go' });
+      expect((await runtime.drive(TENANT, run.runId)).status).toBe('completed');
+      const ledger = new Ledger(store, { actorId: 'plans' });
+      const call = { tenantId: TENANT, runId: 'run_guarded', toolCallId: 'c1' };
+      await executeToolCall(ledger, tool, { n: 1 }, call);
+      await executeToolCall(ledger, tool, { n: 1 }, call);
+      await store.runs.renewLease({ tenantId: TENANT, runId: run.runId, leaseEpoch: 1 }, 'plans', 1_000);
+    } finally {
+      await runtime.close();
+      await store.close();
+    }
+  });
+  afterAll(() => db.drop());
+
+  it(`reaches each row by primary key on tables of ${ROWS} rows of one tenant that were never analyzed`, async () => {
+    const statements = hotStatements();
+    expect([...statements.keys()].sort()).toEqual(
+      expect.arrayContaining([
+        'oncely_claim',
+        'oncely_create_run',
+        'oncely_get_many',
+        'oncely_get_run',
+        'oncely_record_step',
+        'oncely_renew',
+        'oncely_reserve',
+        'oncely_reserve_step',
+        'oncely_save',
+        'oncely_transition',
+      ]),
+    );
+    const client = new pg.Client({ connectionString: db.url });
+    await client.connect();
+    try {
+      await client.query(
+        `INSERT INTO runs (tenant_id, run_id, agent, status, input, checkpoint, checkpoint_version)
+         SELECT $1, 'run_' || g, 'plans', CASE WHEN g % 2 = 0 THEN 'running' ELSE 'completed' END, '{}', '{}', 1
+         FROM generate_series(1, $2) g`,
+        [TENANT, ROWS],
+      );
+      await client.query(
+        `INSERT INTO tool_executions (tenant_id, idempotency_key, run_id, tool_call_id, tool_name, effect, args,
+           args_digest, status, attempt, version)
+         SELECT $1, 'key_' || g, 'run_' || g, 'c', 'plans_effect', 'write', '{}', 'd',
+           CASE WHEN g % 2 = 0 THEN 'started' ELSE 'completed' END, 1, 1
+         FROM generate_series(1, $2) g`,
+        [TENANT, ROWS],
+      );
+      const { rows: analyzed } = await client.query<{ n: string }>(
+        `SELECT count(*) AS n FROM pg_stat_user_tables
+         WHERE relname IN ('runs', 'tool_executions') AND (last_analyze IS NOT NULL OR last_autoanalyze IS NOT NULL)`,
+      );
+      expect(Number(analyzed[0]?.n)).toBe(0);
+      await client.query('SET plan_cache_mode = force_generic_plan');
+      const found = new Map<string, string[]>();
+      for (const [name, text] of statements) {
+        const params = Math.max(0, ...[...text.matchAll(/\$(\d+)/g)].map((m) => Number(m[1])));
+        await client.query(`PREPARE ${name} AS ${text}`);
+        const { rows } = await client.query<{ 'QUERY PLAN': [{ Plan: PlanNode }] }>(
+          `EXPLAIN (FORMAT JSON) EXECUTE ${name}(${Array.from({ length: params }, () => 'NULL').join(', ')})`,
+        );
+        found.set(name, scans(rows[0]!['QUERY PLAN'][0].Plan));
+      }
+      for (const [name, read] of found) {
+        for (const scan of read) {
+          expect(`${name}: ${scan}`).toMatch(
+            /: Index Scan on (runs using runs_pkey|tool_executions using tool_executions_pkey)$/,
+          );
+        }
+      }
+      // The step's writes do read their rows (the check above is not vacuous).
+      expect(found.get('oncely_record_step')).toContain(
+        'Index Scan on tool_executions using tool_executions_pkey',
+      );
+      expect(found.get('oncely_save')).toContain('Index Scan on runs using runs_pkey');
+    } finally {
+      await client.end();
+    }
+  });
+});
