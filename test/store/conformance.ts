@@ -915,15 +915,24 @@ export function describeStoreConformance(
     });
 
     describe('append-only history', () => {
-      it('refuses a raw UPDATE or DELETE of events and a DELETE of records', async () => {
+      it('refuses a raw UPDATE or DELETE of events and a DELETE of records or runs', async () => {
         const record = await recordIn('completed');
         const before = await snapshot(record.idempotencyKey);
+        await opened.store.runs.create({
+          tenantId: record.tenantId,
+          runId: `run_kept_${record.idempotencyKey}`,
+          agent: 'a',
+          input: 'x',
+          checkpoint: { messages: [], step: 0, pending: null },
+        });
         await withRaw(opened, async (raw) => {
           await expect(raw.query(`UPDATE tool_execution_events SET reason = 'rewritten'`)).rejects.toThrow(
             APPEND_ONLY,
           );
           await expect(raw.query('DELETE FROM tool_execution_events')).rejects.toThrow(APPEND_ONLY);
           await expect(raw.query('DELETE FROM tool_executions')).rejects.toThrow(APPEND_ONLY);
+          // Run events name their run without a foreign key: a run is never deleted either.
+          await expect(raw.query('DELETE FROM runs')).rejects.toThrow(APPEND_ONLY);
           const [count] = await raw.query(
             `SELECT COUNT(*) AS n FROM tool_execution_events WHERE reason = 'rewritten'`,
           );
