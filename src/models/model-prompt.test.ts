@@ -103,6 +103,26 @@ describe('ModelPrompt', () => {
     expect(sent.filter((m) => m.role === 'tool')).toHaveLength(1);
   });
 
+  it('converts the messages its caller built without checking them, and checks every other once', async () => {
+    const built = new WeakSet<object>();
+    const prompt = new ModelPrompt({ wellFormed: (m) => built.has(m) });
+    let messages: ModelMessage[] = [{ role: 'user', content: 'Refund order o_1' }];
+    for (let n = 1; n <= 6; n++) {
+      const sent = await prompt.of(model, 'Be brief.', messages);
+      const before = validated.messages;
+      expect(sent).toEqual(await whole('Be brief.', messages));
+      validated.messages = before; // the comparison's own checks are not the prompt's
+      const added = step(n);
+      added.forEach((m) => built.add(m));
+      messages = [...messages, ...added];
+    }
+    expect(validated.messages).toBe(1); // the user's message, once; the steps' messages never
+
+    // A message it did not build is checked, and refused when it is not a model message.
+    const broken = { role: 'assistant', content: [{ type: 'bogus' }] } as unknown as ModelMessage;
+    await expect(prompt.of(model, undefined, [...messages, broken])).rejects.toThrow(/Invalid prompt/i);
+  });
+
   it('refuses an empty conversation, as the SDK does', async () => {
     await expect(new ModelPrompt().of(model, undefined, [])).rejects.toThrow(/must not be empty/);
   });

@@ -8,7 +8,7 @@ import type { Checkpoint, CheckpointStatus, RunRecord } from '../run-state/index
 import type { RunEventInput, SaveCheckpointRequest, StoreTx } from '../store/index.js';
 import type { Tool } from '../tools/index.js';
 import { Lease } from './lease.js';
-import { asModelMessages, recordTurn } from './messages.js';
+import { asModelMessages, isBuiltHere, recordTurn } from './messages.js';
 import { settleStep } from './settle-step.js';
 
 export interface DriverOptions {
@@ -75,7 +75,7 @@ export class RunDriver {
   /** Model outages in a row as this drive knows them: the claim's count, 0 once the model answers. */
   #modelOutages: number;
   /** The conversation as converted for the model: each step converts only what it added. */
-  readonly #prompt = new ModelPrompt();
+  readonly #prompt = new ModelPrompt({ wellFormed: isBuiltHere });
 
   constructor(options: DriverOptions, run: RunRecord) {
     this.ledger = options.ledger;

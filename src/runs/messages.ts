@@ -10,6 +10,19 @@ import type { PendingCall } from '../run-state/index.js';
  * belongs to and every key stays stable across replays.
  */
 
+/** The messages this process built (the model's responses, the tool results): well-formed by construction. */
+const builtHere = new WeakSet<object>();
+
+/** Whether `message` was built here by `recordTurn` or `toolMessage` (not read from a checkpoint). */
+export function isBuiltHere(message: unknown): boolean {
+  return typeof message === 'object' && message !== null && builtHere.has(message);
+}
+
+function built<T extends object>(message: T): T {
+  builtHere.add(message);
+  return message;
+}
+
 /** The conversation a run starts with: its input as the user's message. */
 export function initialMessages(input: JsonValue): JsonValue[] {
   const content = typeof input === 'string' ? input : JSON.stringify(input);
@@ -39,12 +52,12 @@ export function recordTurn(turn: ModelTurn): { message: JsonValue; calls: Pendin
       input: call.input,
     });
   }
-  return { message: { role: 'assistant', content }, calls };
+  return { message: built({ role: 'assistant', content }), calls };
 }
 
 /** The tool results of one step, in the order the model made the calls. */
 export function toolMessage(calls: readonly PendingCall[]): JsonValue {
-  return {
+  return built({
     role: 'tool',
     content: calls.map((call) => {
       if (call.heard === undefined) throw new Error(`call ${call.toolCallId} is not settled yet`);
@@ -55,7 +68,7 @@ export function toolMessage(calls: readonly PendingCall[]): JsonValue {
         output: { type: call.heard.type, value: call.heard.value },
       };
     }),
-  };
+  });
 }
 
 export function asModelMessages(messages: readonly JsonValue[]): ModelMessage[] {
