@@ -10,7 +10,7 @@ import { convertToLanguageModelPrompt, standardizePrompt } from 'ai/internal';
  * (a step appends the model's response and the tool results), so this keeps what it converted and,
  * at the next step, validates and converts only the messages added since — the same SDK functions
  * `generateText` uses, on less. A conversation that is not an extension of the last one (a resumed
- * run, a rewritten history) is converted whole, once.
+ * run, a rewritten history: other objects) is converted whole, once.
  *
  * @example
  * const prompt = new ModelPrompt();
@@ -18,9 +18,13 @@ import { convertToLanguageModelPrompt, standardizePrompt } from 'ai/internal';
  * const next = await callModel({ model, messages: [...messages, reply, results], tools, prompt }); // two
  */
 export class ModelPrompt {
-  /** The messages converted so far, by identity, and what they became. */
-  #messages: readonly ModelMessage[] = [];
-  #converted: LanguageModelV3Message[] = [];
+  /** How many messages were converted, and the first and last of them, by identity. */
+  #count = 0;
+  #first: ModelMessage | undefined;
+  #last: ModelMessage | undefined;
+  /** The system prompt the provider's prompt starts with, and that prompt (system, then converted). */
+  #system: string | undefined;
+  #sent: LanguageModelV3Message[] = [];
   readonly #wellFormed: (message: ModelMessage) => boolean;
 
   /**
@@ -32,37 +36,45 @@ export class ModelPrompt {
     this.#wellFormed = options.wellFormed ?? (() => false);
   }
 
-  /** The provider's prompt for `messages` after `system`. Throws the SDK's error for a bad message. */
+  /**
+   * The provider's prompt for `messages` after `system`. Throws the SDK's error for a bad message.
+   * Its work grows with the messages added since the last call, not with the conversation: the
+   * array returned is this prompt's own, extended in place at the next call (read it during the call).
+   */
   async of(
     model: LanguageModelV3,
     system: string | undefined,
     messages: readonly ModelMessage[],
     signal?: AbortSignal,
   ): Promise<LanguageModelV3Message[]> {
-    const known = this.#extends(messages) ? this.#messages.length : 0;
+    const head = system === undefined || system === '' ? undefined : system;
+    const known = head === this.#system && this.#extends(messages) ? this.#count : 0;
     const added = messages.slice(known);
-    let converted = known === 0 ? [] : this.#converted;
-    if (added.length > 0 || messages.length === 0) {
+    // A tool message right after the known ones would merge into the last converted one: whole.
+    const whole = known === 0 || added[0]?.role === 'tool';
+    if (whole) {
       // (An empty conversation goes to the SDK too, which refuses it.)
-      // A tool message right after the known ones would merge into the last converted one: whole.
-      const whole = known > 0 && added[0]?.role === 'tool';
-      const from = whole ? [...messages] : added;
-      const tail = await convert(model, from, this.#wellFormed, signal);
-      converted = whole ? tail : [...converted, ...tail];
+      const converted = await convert(model, [...messages], this.#wellFormed, signal);
+      this.#sent = head === undefined ? converted : [{ role: 'system', content: head }, ...converted];
+    } else if (added.length > 0) {
+      this.#sent.push(...(await convert(model, added, this.#wellFormed, signal)));
     }
-    this.#messages = messages;
-    this.#converted = converted;
-    const head: LanguageModelV3Message[] =
-      system === undefined || system === '' ? [] : [{ role: 'system', content: system }];
-    return [...head, ...converted];
+    this.#system = head;
+    this.#count = messages.length;
+    this.#first = messages[0];
+    this.#last = messages[messages.length - 1];
+    return this.#sent;
   }
 
-  /** True when the last conversation converted is a prefix of `messages` (the same objects). */
+  /**
+   * True when `messages` extends the conversation last converted: at least as long, with the same
+   * first message and the last known one in its place (a run's messages only grow at the end; a
+   * resumed run or a rewritten history reads new objects).
+   */
   #extends(messages: readonly ModelMessage[]): boolean {
-    const known = this.#messages;
-    if (known.length === 0 || known.length > messages.length) return false;
-    for (let i = 0; i < known.length; i++) if (known[i] !== messages[i]) return false;
-    return true;
+    const count = this.#count;
+    if (count === 0 || count > messages.length) return false;
+    return messages[0] === this.#first && messages[count - 1] === this.#last;
   }
 }
 
