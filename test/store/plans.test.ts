@@ -68,6 +68,15 @@ describe('generic plans of the hot statements (PostgreSQL)', () => {
       await executeToolCall(ledger, tool, { n: 1 }, call);
       await executeToolCall(ledger, tool, { n: 1 }, call);
       await store.runs.renewLease({ tenantId: TENANT, runId: run.runId, leaseEpoch: 1 }, 'plans', 1_000);
+      // A re-opening that does not apply (the record is not failed): the record is read as it stands.
+      const record = await store.ledger.get(TENANT, `${call.runId}:${call.toolCallId}`);
+      expect(record?.status).toBe('completed');
+      const reopen = { ...record!, attemptTimeoutMs: 1_000, reopenVersion: record!.version };
+      const [answer] = await store.ledger.reserve([reopen], {
+        kind: 'runtime',
+        id: 'plans',
+      });
+      expect(answer?.kind).toBe('existing');
     } finally {
       await runtime.close();
       await store.close();

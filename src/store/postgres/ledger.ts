@@ -72,8 +72,20 @@ export function reserveCtes(at: number, when?: string): string {
 )`;
 }
 
+/**
+ * RESERVE, answering in the same statement with the record that stands for each key it did not
+ * insert (`mine` false): a replay of a settled key is this one statement, which writes nothing (its
+ * insert meets the key and does nothing). A record committed after the statement began is not seen
+ * here; `answer` reads it.
+ */
 export const RESERVE = `WITH ${reserveCtes(1)}
-SELECT * FROM up`;
+SELECT true AS mine, up.* FROM up
+UNION ALL
+SELECT false AS mine, t.* FROM req
+CROSS JOIN LATERAL (
+  SELECT * FROM tool_executions WHERE tenant_id = $9 AND idempotency_key = req.idempotency_key OFFSET 0
+) AS t
+WHERE NOT EXISTS (SELECT 1 FROM up WHERE up.idempotency_key = req.idempotency_key)`;
 
 /** RESERVE's parameters for new keys of one tenant (re-opens go through REOPEN). */
 export function reserveParams(fresh: readonly ReserveRequest[], actor: Actor): unknown[] {
@@ -253,12 +265,13 @@ export class PostgresLedger implements LedgerStore {
     if (first === undefined) return [];
     const fresh = requests.filter((r) => r.reopenVersion === undefined);
     const held = new Map<string, ToolExecutionRecord>();
+    const stood = new Map<string, ToolExecutionRecord>();
     if (fresh.length > 0) {
-      const reserved = await this.db.query<ExecutionRow>(
+      const reserved = await this.db.query<ExecutionRow & { mine: boolean }>(
         prepared('oncely_reserve', RESERVE),
         reserveParams(fresh, actor),
       );
-      for (const row of reserved.rows) held.set(row.idempotency_key, toRecord(row));
+      for (const row of reserved.rows) (row.mine ? held : stood).set(row.idempotency_key, toRecord(row));
     }
     for (const r of requests) {
       if (r.reopenVersion === undefined) continue;
@@ -275,20 +288,24 @@ export class PostgresLedger implements LedgerStore {
       ]);
       if (rows[0] !== undefined) held.set(r.idempotencyKey, toRecord(rows[0]));
     }
-    return this.answer(requests, held);
+    return this.answer(requests, held, stood);
   }
 
   /**
-   * Each reservation's answer: the record this caller now holds (\`mine\`, by key), else the record
-   * that stood, read in one statement.
+   * Each reservation's answer: the record this caller now holds (`mine`, by key), else the record
+   * that stood (`stood`, read with the reservation), else the record that stands, read in one
+   * statement.
    */
   async answer(
     requests: readonly ReserveRequest[],
     mine: ReadonlyMap<string, ToolExecutionRecord>,
+    stood: ReadonlyMap<string, ToolExecutionRecord> = new Map(),
   ): Promise<ReserveResult[]> {
     const first = requests[0];
-    const others = requests.filter((r) => !mine.has(r.idempotencyKey)).map((r) => r.idempotencyKey);
-    const existing = new Map<string, ToolExecutionRecord>();
+    const existing = new Map(stood);
+    const others = requests
+      .filter((r) => !mine.has(r.idempotencyKey) && !stood.has(r.idempotencyKey))
+      .map((r) => r.idempotencyKey);
     if (first !== undefined && others.length > 0) {
       const rows = await this.db.query<ExecutionRow>(prepared('oncely_get_many', GET_MANY), [
         first.tenantId,
