@@ -123,6 +123,16 @@ describe('ModelPrompt', () => {
     await expect(prompt.of(model, undefined, [...messages, broken])).rejects.toThrow(/Invalid prompt/i);
   });
 
+  it('never changes a prompt it handed out (a provider or middleware may keep it)', async () => {
+    const prompt = new ModelPrompt();
+    const messages: ModelMessage[] = [{ role: 'user', content: 'one' }];
+    const first = await prompt.of(model, undefined, messages);
+    const kept = JSON.stringify(first);
+    await prompt.of(model, undefined, [...messages, ...step(1)]);
+    expect(JSON.stringify(first)).toBe(kept);
+    expect(first).toHaveLength(1);
+  });
+
   it('refuses an empty conversation, as the SDK does', async () => {
     await expect(new ModelPrompt().of(model, undefined, [])).rejects.toThrow(/must not be empty/);
   });

@@ -38,8 +38,8 @@ export class ModelPrompt {
 
   /**
    * The provider's prompt for `messages` after `system`. Throws the SDK's error for a bad message.
-   * Its work grows with the messages added since the last call, not with the conversation: the
-   * array returned is this prompt's own, extended in place at the next call (read it during the call).
+   * Its work grows with the messages added since the last call (and a copy of the list, as a
+   * provider or middleware may keep the prompt it was given).
    */
   async of(
     model: LanguageModelV3,
@@ -63,7 +63,7 @@ export class ModelPrompt {
     this.#count = messages.length;
     this.#first = messages[0];
     this.#last = messages[messages.length - 1];
-    return this.#sent;
+    return this.#sent.slice();
   }
 
   /**
