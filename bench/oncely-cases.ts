@@ -152,9 +152,9 @@ async function runtimeOn(url: string, steps: number, k: number): Promise<{ runti
   return { runtime, store };
 }
 
+/** One run, started and driven here (`runtime.run`: created already claimed). */
 async function driveOne(runtime: Runtime): Promise<void> {
-  const { run } = await runtime.startRun({ tenantId: TENANT, agent: 'bench', input: 'go' });
-  const done = await runtime.drive(TENANT, run.runId);
+  const done = await runtime.run({ tenantId: TENANT, agent: 'bench', input: 'go' });
   if (done.status !== 'completed') throw new Error(`bench run ended ${done.status}`);
 }
 
@@ -163,7 +163,8 @@ export const LOOP_STEPS = 5;
 
 /**
  * Run-loop steps of k calls: a run of LOOP_STEPS such steps is one operation, reported per step (the
- * run's own start, claim and answer included; the targets take them out with `*.run.empty`).
+ * run's own start (claimed as it is created) and answer included; the targets take them out with
+ * `*.run.empty`).
  */
 function loopStep(prefix: string, k: number): BenchCase {
   const steps = LOOP_STEPS;
@@ -199,7 +200,7 @@ function runCase(id: string, label: string, steps: number): BenchCase {
 const wholeRun = (prefix: string): BenchCase =>
   runCase(`${prefix}.run.calls-3`, 'a whole agent run of 3 tool calls (scripted model)', 3);
 
-/** What a run costs besides its steps (start, claim, answer). */
+/** What a run costs besides its steps (its start, claimed as it is created, and its answer). */
 const emptyRun = (prefix: string): BenchCase =>
   runCase(`${prefix}.run.empty`, 'a run whose model answers at once (no tool step)', 0);
 

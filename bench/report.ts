@@ -89,7 +89,7 @@ export const TARGETS: readonly Target[] = [
     unit: '×',
     value: (r) => ratio(p50(r, 'pg.run.calls-3'), p50(r, 'peer.dbos.workflow-3')),
     whenMissed:
-      'a run writes 2 commits a step plus 3 of its own (start, claim, answer) where DBOS writes one a step plus two',
+      'a run writes 2 commits a step plus 2 of its own (its start, claimed as it is created, and its answer) where DBOS writes one a step plus two',
   },
   {
     id: 'run-vs-langgraph',
@@ -98,7 +98,7 @@ export const TARGETS: readonly Target[] = [
     limit: 1,
     unit: '×',
     value: (r) => ratio(p50(r, 'pg.run.calls-3'), p50(r, 'peer.langgraph.graph-3')),
-    whenMissed: "as against DBOS: 2 commits a step and the run's own three",
+    whenMissed: "as against DBOS: 2 commits a step and the run's own two",
   },
   {
     id: 'loop16-vs-dbos',
@@ -277,7 +277,7 @@ export function markdown(
   lines.push('');
   lines.push(
     `A run-loop step's own figures are those of a run of ${LOOP_STEPS} steps less a run whose model answers`,
-    'at once (`pg.run.empty`: its start, claim and answer), divided by the steps.',
+    'at once (`pg.run.empty`: its start, claimed as it is created, and its answer), divided by the steps.',
     '',
   );
   lines.push('## Every case', '');

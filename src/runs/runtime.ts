@@ -25,7 +25,7 @@ import {
   type ToolExecutionRecord,
 } from '../ledger/index.js';
 import type { ApprovalRecord, RunRecord } from '../run-state/index.js';
-import { openStore, type Store, type WaitingCursor } from '../store/index.js';
+import { openStore, type CreateRunRequest, type Store, type WaitingCursor } from '../store/index.js';
 import type { Tool } from '../tools/index.js';
 import { decideApproval, type ApprovalDecision } from './decisions.js';
 import { DEFAULT_RETRY_BASE_MS, RunDriver, inSeconds, retryDelay, type DriveEnd } from './driver.js';
@@ -133,6 +133,30 @@ export class Runtime {
 
   /** Creates a queued run (once per `runId`); a worker, `drive()` or `recover()` drives it. */
   async startRun(request: StartRunRequest): Promise<{ created: boolean; run: RunRecord }> {
+    return this.#create(request, undefined);
+  }
+
+  /**
+   * Starts a run and drives it here until it waits or ends, and returns it as it then stands:
+   * `startRun` then `drive`, one write less (the run is created already claimed by this runtime, its
+   * events as theirs). A `runId` that exists (with the same agent and input) is driven as `drive`
+   * drives it.
+   *
+   * @example
+   * const run = await runtime.run({ tenantId: 'acme', agent: 'billing', input: 'Credit acct_7 $25' });
+   * console.log(run.status); // 'completed', or a wait: 'awaiting_approval', 'awaiting_reconciliation'
+   */
+  async run(request: StartRunRequest): Promise<RunRecord> {
+    const { created, run } = await this.#create(request, { owner: this.owner, leaseMs: this.leaseMs });
+    if (!created) return this.drive(run.tenantId, run.runId);
+    await this.driveClaimed(run);
+    return this.getRun(run.tenantId, run.runId);
+  }
+
+  async #create(
+    request: StartRunRequest,
+    claim: CreateRunRequest['claim'],
+  ): Promise<{ created: boolean; run: RunRecord }> {
     assertTenantId(request.tenantId);
     this.agentNamed(request.agent);
     const runId = request.runId ?? `run_${randomBytes(8).toString('hex')}`;
@@ -149,6 +173,7 @@ export class Runtime {
       agent: request.agent,
       input,
       checkpoint: { messages: initialMessages(input), step: 0, pending: null },
+      ...(claim === undefined ? {} : { claim }),
     });
     const { run } = created;
     if (

@@ -14,6 +14,12 @@ export interface CreateRunRequest {
   readonly agent: string;
   readonly input: JsonValue;
   readonly checkpoint: Checkpoint;
+  /**
+   * Create it already claimed by `owner` (as `claim` would leave it: `running`, epoch 1, one drive
+   * attempt, events `run.created` then `run.claimed`), in the same write. A run that exists is left
+   * as it stands, unclaimed.
+   */
+  readonly claim?: { readonly owner: string; readonly leaseMs: number };
 }
 
 /** The driver's claim on a run: every write it makes compares both. */

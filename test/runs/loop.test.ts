@@ -388,6 +388,67 @@ describe.each(STORES)('the run loop on %s', (_name, open) => {
     expect(run.error?.code).toBe('MODEL_OUTPUT_INVALID');
   });
 
+  it('starts and drives a run with run(): claimed as it is created, the events of startRun then drive, one write less', async () => {
+    const downstream = new FakeDownstream();
+    const credit = issueCredit(downstream);
+    const step = { toolCalls: [{ toolName: 'issue_credit', input: CREDIT }] };
+    const { agent } = scriptedAgent([step, { text: 'Credited.' }], [credit]);
+    const { agent: twin } = scriptedAgent([step, { text: 'Credited.' }], [issueCredit(new FakeDownstream())]);
+    let creates = 0;
+    let claims = 0;
+    const runs = Object.create(store.runs) as Store['runs'];
+    runs.create = (request) => {
+      creates += 1;
+      expect(request.claim?.owner).toBe('runner');
+      return store.runs.create(request);
+    };
+    runs.claim = (...args) => {
+      claims += 1;
+      return store.runs.claim(...args);
+    };
+    const counted = Object.assign(Object.create(store) as Store, { runs });
+    const runtime = runtimes.open(counted, [agent], { owner: 'runner' });
+    const runId = newRunId();
+    const run = await runtime.run({
+      tenantId: TENANT,
+      agent: agent.name,
+      input: 'Credit acct_7 $25.',
+      runId,
+    });
+    expect(run.status).toBe('completed');
+    expect({ creates, claims }).toEqual({ creates: 1, claims: 0 });
+    expect(Object.values(downstream.effects())).toEqual([1]);
+    expect(run.leaseEpoch).toBe(1);
+    const events = await store.runs.events(TENANT, runId, 0, 100);
+    expect(events.map((e) => e.seq)).toEqual(events.map((_, i) => i + 1));
+    expect(events.slice(0, 2).map((e) => [e.type, e.data])).toEqual([
+      ['run.created', { agent: agent.name, status: 'queued' }],
+      ['run.claimed', { owner: 'runner', epoch: 1, driveAttempt: 1 }],
+    ]);
+    // The same run as startRun then drive would leave, events and all (ids and times aside).
+    const other = runtimes.open(store, [twin], { owner: 'runner' });
+    const { run: started } = await other.startRun({
+      tenantId: TENANT,
+      agent: twin.name,
+      input: 'Credit acct_7 $25.',
+    });
+    await other.drive(TENANT, started.runId);
+    expect(await eventTypes(store, runId)).toEqual(await eventTypes(store, started.runId));
+
+    // The same id again: nothing is created or run twice; the run is answered as it stands.
+    const again = await runtime.run({
+      tenantId: TENANT,
+      agent: agent.name,
+      input: 'Credit acct_7 $25.',
+      runId,
+    });
+    expect(again.status).toBe('completed');
+    expect(Object.values(downstream.effects())).toEqual([1]);
+    await expect(
+      runtime.run({ tenantId: TENANT, agent: agent.name, input: 'Credit acct_7 $99.', runId }),
+    ).rejects.toMatchObject({ code: 'RUN_CONFLICT' });
+  });
+
   it('lets one of two runtimes drive a run both are asked to drive at once: one effect per key', async () => {
     const downstream = new FakeDownstream();
     const credit = issueCredit(downstream);

@@ -123,15 +123,24 @@ export function saveParams(request: SaveCheckpointRequest): unknown[] {
   ];
 }
 
+/** A new run, `queued`; or, with an owner ($6), already claimed by it (as CLAIM leaves a run). */
 const CREATE = `
 WITH ins AS (
-  INSERT INTO runs (tenant_id, run_id, agent, status, input, checkpoint, checkpoint_version, event_seq)
-  VALUES ($1, $2, $3, 'queued', $4::jsonb, $5::jsonb, 1, 1)
+  INSERT INTO runs (tenant_id, run_id, agent, status, input, checkpoint, checkpoint_version, event_seq,
+    lease_owner, lease_epoch, lease_expires_at, drive_attempts)
+  SELECT $1, $2, $3, CASE WHEN $6::text IS NULL THEN 'queued' ELSE 'running' END, $4::jsonb, $5::jsonb, 1,
+    CASE WHEN $6::text IS NULL THEN 1 ELSE 2 END, $6, CASE WHEN $6::text IS NULL THEN 0 ELSE 1 END,
+    CASE WHEN $6::text IS NULL THEN NULL ELSE oncely_now() + make_interval(secs => $7::double precision / 1000) END,
+    CASE WHEN $6::text IS NULL THEN 0 ELSE 1 END
   ON CONFLICT (tenant_id, run_id) DO NOTHING
   RETURNING *
 ), ev AS (
   INSERT INTO run_events (tenant_id, run_id, seq, type, data)
-  SELECT tenant_id, run_id, 1, 'run.created', jsonb_build_object('agent', agent, 'status', status) FROM ins
+  SELECT tenant_id, run_id, 1, 'run.created', jsonb_build_object('agent', agent, 'status', 'queued') FROM ins
+  UNION ALL
+  SELECT tenant_id, run_id, 2, 'run.claimed',
+    jsonb_build_object('owner', lease_owner, 'epoch', lease_epoch, 'driveAttempt', drive_attempts)
+  FROM ins WHERE lease_owner IS NOT NULL
 )
 SELECT * FROM ins`;
 
@@ -208,6 +217,8 @@ export class PostgresRuns implements RunStore {
       request.agent,
       encodeJson(request.input),
       encodeJson(request.checkpoint),
+      request.claim?.owner ?? null,
+      request.claim?.leaseMs ?? null,
     ]);
     if (rows[0] !== undefined) return { created: true, run: toRun(rows[0]) };
     const run = await this.get(request.tenantId, request.runId);

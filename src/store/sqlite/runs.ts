@@ -71,7 +71,9 @@ export class SqliteRuns implements RunStore {
              ON CONFLICT (tenant_id, run_id) DO NOTHING RETURNING *`,
           )
           .get({
-            ...request,
+            tenantId: request.tenantId,
+            runId: request.runId,
+            agent: request.agent,
             input: encodeJson(request.input),
             checkpoint: encodeJson(request.checkpoint),
             at,
@@ -84,7 +86,23 @@ export class SqliteRuns implements RunStore {
             { agent: request.agent, status: 'queued' },
             at,
           );
-          return { created: true, run: toRun(inserted) };
+          if (request.claim === undefined) return { created: true, run: toRun(inserted) };
+          // Claimed in the same transaction, as `claim` would claim it.
+          const { owner, leaseMs } = request.claim;
+          const params = {
+            owner,
+            now: at,
+            expires: later(leaseMs),
+            tenantId: request.tenantId,
+            runId: request.runId,
+          };
+          const claimed = this.db
+            .prepare<[Record<string, unknown>], RunRow>(
+              `UPDATE runs SET ${CLAIM_SET} WHERE tenant_id = @tenantId AND run_id = @runId RETURNING *`,
+            )
+            .get(params);
+          if (claimed === undefined) throw new Error(`run ${request.runId} created but not claimed`);
+          return { created: true, run: this.claimed(claimed, at) };
         }
         const existing = this.row(request.tenantId, request.runId);
         if (existing === undefined) throw new Error(`run ${request.runId} neither created nor found`);
