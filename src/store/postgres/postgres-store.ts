@@ -158,7 +158,7 @@ export class PostgresStore implements Store {
     // Statements planned for their values (lists, transactions, and the foreign-key checks they
     // fire); the hot statements on connections of their own, under generic plans (prepared.ts).
     const pool = poolFor('force_custom_plan');
-    const hotPool = poolFor((process.env.XEXPLAIN ? 'force_generic_plan -c session_preload_libraries=auto_explain -c auto_explain.log_min_duration=0 -c auto_explain.log_analyze=on -c auto_explain.log_triggers=on -c auto_explain.log_wal=on -c auto_explain.log_buffers=on' : 'force_generic_plan') as 'force_generic_plan');
+    const hotPool = poolFor('force_generic_plan');
     try {
       const { rows } = await pool.query<{ synchronous_commit: string }>('SHOW synchronous_commit');
       if (rows[0]?.synchronous_commit === 'off') {
