@@ -68,6 +68,7 @@ describe('generic plans of the hot statements (PostgreSQL)', () => {
       await executeToolCall(ledger, tool, { n: 1 }, call);
       await executeToolCall(ledger, tool, { n: 1 }, call);
       await store.runs.renewLease({ tenantId: TENANT, runId: run.runId, leaseEpoch: 1 }, 'plans', 1_000);
+      expect(await store.runs.claimNext('plans', 1_000, ['plans'])).toBeUndefined();
       // A re-opening that does not apply (the record is not failed): the record is read as it stands.
       const record = await store.ledger.get(TENANT, `${call.runId}:${call.toolCallId}`);
       expect(record?.status).toBe('completed');
@@ -89,6 +90,7 @@ describe('generic plans of the hot statements (PostgreSQL)', () => {
     expect([...statements.keys()].sort()).toEqual(
       expect.arrayContaining([
         'oncely_claim',
+        'oncely_claim_next',
         'oncely_create_run',
         'oncely_get_many',
         'oncely_get_run',
@@ -132,6 +134,8 @@ describe('generic plans of the hot statements (PostgreSQL)', () => {
         );
         found.set(name, scans(rows[0]!['QUERY PLAN'][0].Plan));
       }
+      // The claim of the next run is checked below, once the backlog has statistics.
+      found.delete('oncely_claim_next');
       for (const [name, read] of found) {
         for (const scan of read) {
           expect(`${name}: ${scan}`).toMatch(
@@ -139,6 +143,21 @@ describe('generic plans of the hot statements (PostgreSQL)', () => {
           );
         }
       }
+      // The claim of the next run, over a backlog of 5,000 claimable runs with statistics (a worker's
+      // claim on a busy server), reads the claim index in its order and stops at the first entry not
+      // locked by another claimer: no sort of the backlog.
+      await client.query('ANALYZE runs');
+      const claimNext = statements.get('oncely_claim_next')!;
+      await client.query(`PREPARE claim_analyzed AS ${claimNext}`);
+      const { rows: claimPlan } = await client.query<{ 'QUERY PLAN': [{ Plan: PlanNode }] }>(
+        'EXPLAIN (FORMAT JSON) EXECUTE claim_analyzed(NULL, NULL, NULL)',
+      );
+      const plan = claimPlan[0]!['QUERY PLAN'][0].Plan;
+      expect(scans(plan)).toEqual([
+        'Index Scan on runs using runs_claim',
+        'Index Scan on runs using runs_pkey',
+      ]);
+      expect(JSON.stringify(plan)).not.toContain('"Node Type":"Sort"');
       // The step's writes do read their rows (the check above is not vacuous).
       expect(found.get('oncely_record_step')).toContain(
         'Index Scan on tool_executions using tool_executions_pkey',

@@ -30,13 +30,20 @@ import { encodeJson } from '../rows.js';
 import { numbered, type Queryable } from './ledger.js';
 import { prepared } from './prepared.js';
 
-const CLAIMABLE = `status IN ('queued', 'running') AND (lease_expires_at IS NULL OR lease_expires_at < oncely_now())`;
+/**
+ * When a run became claimable: a queued run when it was queued (or the time it was let go until), a
+ * running one when its lease expired. The claim index (runs_claim, schema 0006) is on this, among
+ * queued and running runs, so the oldest claimable run is the first entry of an index scan.
+ */
+const CLAIMABLE_FROM = 'COALESCE(lease_expires_at, updated_at)';
+
+const CLAIMABLE = `status IN ('queued', 'running') AND ${CLAIMABLE_FROM} <= oncely_now()`;
 
 const CLAIM_SET = `status = 'running', lease_owner = $1, lease_epoch = lease_epoch + 1,
   lease_expires_at = oncely_now() + make_interval(secs => $2::double precision / 1000), updated_at = oncely_now(),
   drive_attempts = drive_attempts + 1, event_seq = event_seq + 1`;
 
-/** The oldest claimable run, skipping rows another claimer has locked: one winner per run. */
+/** The run claimable the longest, skipping rows another claimer has locked: one winner per run. */
 const CLAIMED_EVENT = `
 , ev AS (
   INSERT INTO run_events (tenant_id, run_id, seq, type, data)
@@ -50,7 +57,7 @@ WITH u AS (
   UPDATE runs SET ${CLAIM_SET}
   WHERE (tenant_id, run_id) = (
     SELECT tenant_id, run_id FROM runs WHERE ${CLAIMABLE} AND ($3::text[] IS NULL OR agent = ANY($3::text[]))
-    ORDER BY updated_at LIMIT 1 FOR UPDATE SKIP LOCKED
+    ORDER BY ${CLAIMABLE_FROM} LIMIT 1 FOR UPDATE SKIP LOCKED
   ) AND ${CLAIMABLE}
   RETURNING *
 )${CLAIMED_EVENT}`;
@@ -259,7 +266,11 @@ export class PostgresRuns implements RunStore {
     leaseMs: number,
     agents?: readonly string[],
   ): Promise<RunRecord | undefined> {
-    const { rows } = await this.db.query<RunRow>(CLAIM_NEXT, [owner, leaseMs, agents ?? null]);
+    const { rows } = await this.db.query<RunRow>(prepared('oncely_claim_next', CLAIM_NEXT), [
+      owner,
+      leaseMs,
+      agents ?? null,
+    ]);
     return rows[0] === undefined ? undefined : toRun(rows[0]);
   }
 

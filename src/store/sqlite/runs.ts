@@ -33,7 +33,10 @@ import { settle } from './settle.js';
 const now = (): string => new Date().toISOString();
 const later = (ms: number): string => new Date(Date.now() + ms).toISOString();
 
-const CLAIMABLE = `status IN ('queued', 'running') AND (lease_expires_at IS NULL OR lease_expires_at < @now)`;
+/** When a run became claimable (see the PostgreSQL store); runs_claim (schema 0006) is on it. */
+const CLAIMABLE_FROM = 'COALESCE(lease_expires_at, updated_at)';
+
+const CLAIMABLE = `status IN ('queued', 'running') AND ${CLAIMABLE_FROM} <= @now`;
 const CLAIM_SET = `status = 'running', lease_owner = @owner, lease_epoch = lease_epoch + 1,
   lease_expires_at = @expires, updated_at = @now, drive_attempts = drive_attempts + 1`;
 
@@ -159,7 +162,7 @@ export class SqliteRuns implements RunStore {
               `UPDATE runs SET ${CLAIM_SET} WHERE rowid = (
                  SELECT rowid FROM runs WHERE ${CLAIMABLE}
                    AND (@agents IS NULL OR agent IN (SELECT value FROM json_each(@agents)))
-                 ORDER BY updated_at LIMIT 1) RETURNING *`,
+                 ORDER BY ${CLAIMABLE_FROM} LIMIT 1) RETURNING *`,
             )
             .get(params);
           return row === undefined ? undefined : this.claimed(row, params.now);
