@@ -155,8 +155,8 @@ export class PostgresStore implements Store {
       pool.on('error', () => undefined);
       return pool;
     };
-    // Statements planned for their values (lists, transactions, and the foreign-key checks they
-    // fire); the hot statements on connections of their own, under generic plans (prepared.ts).
+    // Statements planned for their values (lists, transactions); the hot statements on connections
+    // of their own, under generic plans (prepared.ts).
     const pool = poolFor('force_custom_plan');
     const hotPool = poolFor('force_generic_plan');
     try {

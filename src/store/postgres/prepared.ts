@@ -9,11 +9,12 @@ import { FEATURE_NOT_SUPPORTED } from './sqlstate.js';
  * A generic plan is made without the values, from what the server knows of the tables when it is
  * made. The statements are written so that, on a table of any size, with statistics or without, the
  * only cheap plan is one primary-key lookup per key: joins reach the ledger row by row (LATERAL), and
- * the table being written has no restriction of its own a listing index could serve. On a table of a
- * few pages the costs tie and the server may pick a listing index, which costs nothing there but
- * would cost a scan of the tenant once the table has grown. So each statement is prepared anew (and
- * planned again, on the table as it then is) each time its count of executions in this process
- * doubles past REPLAN_FROM; the server also plans again after every ANALYZE of its tables.
+ * the table being written has no restriction of its own a listing index could serve (the claim of
+ * the next run reads its own index, in the order it claims). On a table of a few pages the costs
+ * tie and the server may pick a listing index, which costs nothing there but would cost a scan of
+ * the tenant once the table has grown. So each statement is prepared anew (and planned again, on
+ * the table as it then is) each time its count of executions in this process doubles past
+ * REPLAN_FROM; the server also plans again after every ANALYZE of its tables.
  * test/store/plans.test.ts checks the plans.
  */
 
