@@ -2,7 +2,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { defineAgent } from '../../src/agents/index.js';
-import { Ledger, executeToolCall } from '../../src/calls/index.js';
+import { Ledger, executeToolCall, executeToolCalls } from '../../src/calls/index.js';
 import { scriptedModel } from '../../src/models/index.js';
 import { Runtime } from '../../src/runs/index.js';
 import { openStore } from '../../src/store/index.js';
@@ -67,6 +67,16 @@ describe('generic plans of the hot statements (PostgreSQL)', () => {
       const call = { tenantId: TENANT, runId: 'run_guarded', toolCallId: 'c1' };
       await executeToolCall(ledger, tool, { n: 1 }, call);
       await executeToolCall(ledger, tool, { n: 1 }, call);
+      await executeToolCalls(
+        ledger,
+        [2, 3].map((n) => ({
+          tool,
+          args: { n },
+          tenantId: TENANT,
+          runId: 'run_guarded',
+          toolCallId: `c${n}`,
+        })),
+      );
       await store.runs.renewLease({ tenantId: TENANT, runId: run.runId, leaseEpoch: 1 }, 'plans', 1_000);
       expect(await store.runs.claimNext('plans', 1_000, ['plans'])).toBeUndefined();
       // A re-opening that does not apply (the record is not failed): the record is read as it stands.
@@ -97,6 +107,7 @@ describe('generic plans of the hot statements (PostgreSQL)', () => {
         'oncely_record_step',
         'oncely_renew',
         'oncely_reserve',
+        'oncely_reserve_one',
         'oncely_reserve_step',
         'oncely_save',
         'oncely_transition',

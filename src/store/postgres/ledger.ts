@@ -87,6 +87,46 @@ CROSS JOIN LATERAL (
 ) AS t
 WHERE NOT EXISTS (SELECT 1 FROM up WHERE up.idempotency_key = req.idempotency_key)`;
 
+/**
+ * RESERVE for one call (a guarded call's): the same insert, event and answer, over the call's own
+ * values instead of arrays of one, which the server plans and runs for less.
+ */
+const RESERVE_ONE = `
+WITH up AS (
+  INSERT INTO tool_executions AS t (tenant_id, idempotency_key, run_id, tool_call_id, tool_name, effect,
+    args, args_digest, status, attempt, version, compensation_of, attempt_timeout_ms)
+  VALUES ($9, $1, $2, $3, $4, $5, $6::jsonb, $7, 'started', 1, 1, $8, $12::integer)
+  ON CONFLICT (tenant_id, idempotency_key) DO NOTHING
+  RETURNING t.*
+), ev AS (
+  INSERT INTO tool_execution_events (tenant_id, idempotency_key, kind, actor_kind, actor_id, via,
+    from_status, to_status, attempt, reason)
+  SELECT tenant_id, idempotency_key, 'transition', $10, $11, 'reserve', NULL, 'started', attempt, 'reserved'
+  FROM up
+)
+SELECT true AS mine, up.* FROM up
+UNION ALL
+SELECT false AS mine, t.* FROM tool_executions t
+WHERE t.tenant_id = $9 AND t.idempotency_key = $1 AND NOT EXISTS (SELECT 1 FROM up)`;
+
+/** RESERVE_ONE's parameters: RESERVE's, each the one call's value. */
+function reserveOneParams(r: ReserveRequest, actor: Actor): unknown[] {
+  return [
+    r.idempotencyKey,
+    r.runId,
+    r.toolCallId,
+    r.toolName,
+    r.effect,
+    JSON.stringify(r.args),
+    r.argsDigest,
+    r.compensationOf,
+    r.tenantId,
+    actor.kind,
+    actor.id,
+    r.attemptTimeoutMs,
+  ];
+}
+
 /** RESERVE's parameters for new keys of one tenant (re-opens go through REOPEN). */
 export function reserveParams(fresh: readonly ReserveRequest[], actor: Actor): unknown[] {
   return [
@@ -267,9 +307,11 @@ export class PostgresLedger implements LedgerStore {
     const held = new Map<string, ToolExecutionRecord>();
     const stood = new Map<string, ToolExecutionRecord>();
     if (fresh.length > 0) {
+      const [one] = fresh;
       const reserved = await this.db.query<ExecutionRow & { mine: boolean }>(
-        prepared('oncely_reserve', RESERVE),
-        reserveParams(fresh, actor),
+        ...(fresh.length === 1 && one !== undefined
+          ? ([prepared('oncely_reserve_one', RESERVE_ONE), reserveOneParams(one, actor)] as const)
+          : ([prepared('oncely_reserve', RESERVE), reserveParams(fresh, actor)] as const)),
       );
       for (const row of reserved.rows) (row.mine ? held : stood).set(row.idempotency_key, toRecord(row));
     }
