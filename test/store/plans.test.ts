@@ -7,6 +7,7 @@ import { scriptedModel } from '../../src/models/index.js';
 import { Runtime } from '../../src/runs/index.js';
 import { openStore } from '../../src/store/index.js';
 import { hotStatements } from '../../src/store/postgres/prepared.js';
+import { LIST_WAITING } from '../../src/store/postgres/runs.js';
 import { defineTool, external } from '../../src/tools/index.js';
 import { createTestDatabase } from '../support/databases.js';
 
@@ -169,6 +170,30 @@ describe('generic plans of the hot statements (PostgreSQL)', () => {
         'Index Scan on runs using runs_pkey',
       ]);
       expect(JSON.stringify(plan)).not.toContain('"Node Type":"Sort"');
+      // A page of the sweep of waiting runs, over 5,000 waiting runs with statistics, first and after
+      // a cursor: a range of runs_waiting in its order, no sort.
+      await client.query(
+        `INSERT INTO runs (tenant_id, run_id, agent, status, input, checkpoint, checkpoint_version, updated_at)
+         SELECT $1, 'waiting_' || g, 'plans',
+           CASE WHEN g % 2 = 0 THEN 'awaiting_approval' ELSE 'awaiting_reconciliation' END, '{}', '{}', 1,
+           now() - make_interval(secs => g)
+         FROM generate_series(1, $2) g`,
+        [TENANT, ROWS],
+      );
+      await client.query('ANALYZE runs');
+      await client.query('SET plan_cache_mode = force_custom_plan');
+      await client.query(`PREPARE list_waiting AS ${LIST_WAITING}`);
+      for (const args of [
+        `'awaiting_approval', 100, NULL, NULL, NULL`,
+        `'awaiting_reconciliation', 100, now() - interval '1 hour', '${TENANT}', 'waiting_7'`,
+      ]) {
+        const { rows: page } = await client.query<{ 'QUERY PLAN': [{ Plan: PlanNode }] }>(
+          `EXPLAIN (FORMAT JSON) EXECUTE list_waiting(${args})`,
+        );
+        const pagePlan = page[0]!['QUERY PLAN'][0].Plan;
+        expect(scans(pagePlan)).toEqual(['Index Scan on runs using runs_waiting']);
+        expect(JSON.stringify(pagePlan)).not.toMatch(/"Node Type":"(Incremental )?Sort"/);
+      }
       // The step's writes do read their rows (the check above is not vacuous).
       expect(found.get('oncely_record_step')).toContain(
         'Index Scan on tool_executions using tool_executions_pkey',

@@ -214,6 +214,14 @@ WITH r AS (
 )
 INSERT INTO run_events (tenant_id, run_id, seq, type, data) SELECT $1, $2, event_seq, $3, $4::jsonb FROM r`;
 
+/**
+ * A page of the runs waiting in one status, after a cursor: a range of runs_waiting (schema 0006), in
+ * its order. Planned for its values (the status picks the partial index), not prepared.
+ */
+export const LIST_WAITING = `SELECT * FROM runs WHERE status = $1
+  AND ($3::timestamptz IS NULL OR (updated_at, tenant_id, run_id) > ($3::timestamptz, $4, $5))
+ORDER BY updated_at, tenant_id, run_id LIMIT $2`;
+
 export class PostgresRuns implements RunStore {
   constructor(private readonly db: Queryable) {}
 
@@ -365,12 +373,13 @@ export class PostgresRuns implements RunStore {
   }
 
   async listWaiting(status: RunStatus, limit: number, after?: WaitingCursor): Promise<RunRecord[]> {
-    const { rows } = await this.db.query<RunRow>(
-      `SELECT * FROM runs WHERE status = $1
-         AND ($3::timestamptz IS NULL OR (updated_at, tenant_id, run_id) > ($3::timestamptz, $4, $5))
-       ORDER BY updated_at, tenant_id, run_id LIMIT $2`,
-      [status, limit, after?.at ?? null, after?.tenantId ?? null, after?.runId ?? null],
-    );
+    const { rows } = await this.db.query<RunRow>(LIST_WAITING, [
+      status,
+      limit,
+      after?.at ?? null,
+      after?.tenantId ?? null,
+      after?.runId ?? null,
+    ]);
     return rows.map(toRun);
   }
 
