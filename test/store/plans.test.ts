@@ -7,7 +7,7 @@ import { scriptedModel } from '../../src/models/index.js';
 import { Runtime } from '../../src/runs/index.js';
 import { openStore } from '../../src/store/index.js';
 import { hotStatements } from '../../src/store/postgres/prepared.js';
-import { LIST_WAITING } from '../../src/store/postgres/runs.js';
+import { LIST_WAITING, RUN_EVENTS, approvalsPage } from '../../src/store/postgres/runs.js';
 import { defineTool, external } from '../../src/tools/index.js';
 import { createTestDatabase } from '../support/databases.js';
 
@@ -193,6 +193,44 @@ describe('generic plans of the hot statements (PostgreSQL)', () => {
         const pagePlan = page[0]!['QUERY PLAN'][0].Plan;
         expect(scans(pagePlan)).toEqual(['Index Scan on runs using runs_waiting']);
         expect(JSON.stringify(pagePlan)).not.toMatch(/"Node Type":"(Incremental )?Sort"/);
+      }
+      // A page of a run's events (a stream reading on), and of a tenant's pending approvals (the
+      // operators' inbox), over 5,000 rows each with statistics: a range of an index, no sort.
+      await client.query(
+        `INSERT INTO run_events (tenant_id, run_id, seq, type, data)
+         SELECT $1, 'waiting_1', g, 'model.response', '{}' FROM generate_series(1, $2) g`,
+        [TENANT, ROWS],
+      );
+      await client.query(
+        `INSERT INTO approvals (tenant_id, idempotency_key, run_id, tool_name, args, args_digest, status, created_at)
+         SELECT $1, 'waiting_' || g || ':call_1', 'waiting_' || g, 'plans_effect', '{}', 'd',
+           CASE WHEN g % 2 = 0 THEN 'pending' ELSE 'approved' END, now() - make_interval(secs => g)
+         FROM generate_series(1, $2) g`,
+        [TENANT, ROWS],
+      );
+      await client.query('ANALYZE run_events, approvals');
+      const pages: [string, { text: string; values: unknown[] }][] = [
+        ['run_events_pkey', { text: RUN_EVENTS, values: [TENANT, 'waiting_1', 2_000, 100] }],
+        ['approvals_pending', approvalsPage(TENANT, { statuses: ['pending'], limit: 50 })],
+        [
+          'approvals_pending',
+          approvalsPage(TENANT, {
+            statuses: ['pending'],
+            limit: 50,
+            after: { at: new Date(Date.now() - 3_600_000).toISOString(), key: 'waiting_7:call_1' },
+          }),
+        ],
+      ];
+      for (const [index, { text, values }] of pages) {
+        const { rows: explained } = await client.query<{ 'QUERY PLAN': [{ Plan: PlanNode }] }>({
+          text: `EXPLAIN (FORMAT JSON) ${text}`,
+          values,
+        });
+        const listPlan = explained[0]!['QUERY PLAN'][0].Plan;
+        expect(scans(listPlan)).toEqual([
+          expect.stringMatching(new RegExp(`^Index Scan on \\w+ using ${index}$`)),
+        ]);
+        expect(JSON.stringify(listPlan)).not.toMatch(/"Node Type":"(Incremental )?Sort"/);
       }
       // The step's writes do read their rows (the check above is not vacuous).
       expect(found.get('oncely_record_step')).toContain(

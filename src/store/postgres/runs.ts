@@ -222,6 +222,41 @@ export const LIST_WAITING = `SELECT * FROM runs WHERE status = $1
   AND ($3::timestamptz IS NULL OR (updated_at, tenant_id, run_id) > ($3::timestamptz, $4, $5))
 ORDER BY updated_at, tenant_id, run_id LIMIT $2`;
 
+/** A page of a run's events after a seq: a range of its primary key (tenant_id, run_id, seq). */
+export const RUN_EVENTS =
+  'SELECT * FROM run_events WHERE tenant_id = $1 AND run_id = $2 AND seq > $3 ORDER BY seq LIMIT $4';
+
+/**
+ * A page of a tenant's approvals. Of one status, in (created_at, key) order: the pending ones are a
+ * range of approvals_pending, in its order. Of several, the pending ones first.
+ */
+export function approvalsPage(
+  tenantId: string,
+  filter: ApprovalListFilter,
+): { text: string; values: unknown[] } {
+  const values: unknown[] = [tenantId];
+  const where = ['tenant_id = $1'];
+  const one = filter.statuses?.length === 1 ? filter.statuses[0] : undefined;
+  if (one !== undefined) {
+    values.push(one);
+    where.push(`status = $${values.length}`);
+  } else if (filter.statuses !== undefined) {
+    values.push(filter.statuses);
+    where.push(`status = ANY($${values.length}::text[])`);
+  }
+  if (filter.after !== undefined) {
+    values.push(filter.after.at, filter.after.key);
+    where.push(`(created_at, idempotency_key) > ($${values.length - 1}::timestamptz, $${values.length})`);
+  }
+  values.push(filter.limit);
+  const pendingFirst = one === undefined ? `(status = 'pending') DESC, ` : '';
+  return {
+    text: `SELECT * FROM approvals WHERE ${where.join(' AND ')}
+       ORDER BY ${pendingFirst}created_at, idempotency_key LIMIT $${values.length}`,
+    values,
+  };
+}
+
 export class PostgresRuns implements RunStore {
   constructor(private readonly db: Queryable) {}
 
@@ -388,10 +423,7 @@ export class PostgresRuns implements RunStore {
   }
 
   async events(tenantId: string, runId: string, afterSeq: number, limit: number): Promise<RunEvent[]> {
-    const { rows } = await this.db.query<RunEventRow>(
-      'SELECT * FROM run_events WHERE tenant_id = $1 AND run_id = $2 AND seq > $3 ORDER BY seq LIMIT $4',
-      [tenantId, runId, afterSeq, limit],
-    );
+    const { rows } = await this.db.query<RunEventRow>(RUN_EVENTS, [tenantId, runId, afterSeq, limit]);
     return rows.map(toRunEvent);
   }
 
@@ -429,22 +461,7 @@ export class PostgresRuns implements RunStore {
   }
 
   async listApprovals(tenantId: string, filter: ApprovalListFilter): Promise<ApprovalRecord[]> {
-    const params: unknown[] = [tenantId];
-    const where = ['tenant_id = $1'];
-    if (filter.statuses !== undefined) {
-      params.push(filter.statuses);
-      where.push(`status = ANY($${params.length}::text[])`);
-    }
-    if (filter.after !== undefined) {
-      params.push(filter.after.at, filter.after.key);
-      where.push(`(created_at, idempotency_key) > ($${params.length - 1}::timestamptz, $${params.length})`);
-    }
-    params.push(filter.limit);
-    const { rows } = await this.db.query<ApprovalRow>(
-      `SELECT * FROM approvals WHERE ${where.join(' AND ')}
-       ORDER BY (status = 'pending') DESC, created_at, idempotency_key LIMIT $${params.length}`,
-      params,
-    );
+    const { rows } = await this.db.query<ApprovalRow>(approvalsPage(tenantId, filter));
     return rows.map(toApproval);
   }
 

@@ -441,7 +441,12 @@ export class SqliteRuns implements RunStore {
     return settle(() => {
       const where = ['tenant_id = @tenantId'];
       const params: Record<string, unknown> = { tenantId, limit: filter.limit };
-      if (filter.statuses !== undefined) {
+      // Of one status, in (created_at, key) order: the pending ones are a range of approvals_pending.
+      const one = filter.statuses?.length === 1 ? filter.statuses[0] : undefined;
+      if (one !== undefined) {
+        where.push('status = @status');
+        params.status = one;
+      } else if (filter.statuses !== undefined) {
         where.push('status IN (SELECT value FROM json_each(@statuses))');
         params.statuses = JSON.stringify(filter.statuses);
       }
@@ -453,7 +458,7 @@ export class SqliteRuns implements RunStore {
       return this.db
         .prepare<[Record<string, unknown>], ApprovalRow>(
           `SELECT * FROM approvals WHERE ${where.join(' AND ')}
-           ORDER BY (status = 'pending') DESC, created_at, idempotency_key LIMIT @limit`,
+           ORDER BY ${one === undefined ? `(status = 'pending') DESC, ` : ''}created_at, idempotency_key LIMIT @limit`,
         )
         .all(params)
         .map(toApproval);
