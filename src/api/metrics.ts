@@ -124,6 +124,7 @@ function timedLedger(ledger: LedgerStore, histogram: Histogram<'operation' | 'ou
     transitions: (requests) => time('transitions', () => ledger.transitions(requests)),
     note: (request) => time('note', () => ledger.note(request)),
     get: (tenantId, key) => time('get', () => ledger.get(tenantId, key)),
+    getMany: (keys) => time('get_many', () => ledger.getMany(keys)),
     history: (tenantId, key) => time('history', () => ledger.history(tenantId, key)),
     list: (tenantId, filter) => time('list', () => ledger.list(tenantId, filter)),
   };

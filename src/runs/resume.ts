@@ -74,7 +74,9 @@ export interface SweepOptions {
 /**
  * One pass over (a page of) the waiting runs of every tenant: asks the reconcile hooks of paused runs' unknown
  * calls again (at most every `reconcileEveryMs`), and requeues every run nothing holds any more.
- * Returns the number of runs requeued.
+ * Returns the number of runs requeued. A page is read in bulk: the page, the records of all its runs'
+ * pending calls and their approvals in three reads, then a compare-and-set requeue of each run
+ * nothing holds (on its waiting status: a run that moved on meanwhile is left alone).
  */
 export async function sweepWaiting(options: SweepOptions): Promise<number> {
   const { ledger } = options;
@@ -86,19 +88,64 @@ export async function sweepWaiting(options: SweepOptions): Promise<number> {
     const last = page.at(-1);
     if (page.length < batch || last === undefined) cursors.delete(status);
     else cursors.set(status, { at: last.updatedAt, tenantId: last.tenantId, runId: last.runId });
+    const blockers = await blockersOfPage(ledger, status, page);
     for (const run of page) {
-      if (status === 'awaiting_reconciliation') await askHooks(options, run);
-      if (await resumeIfReady(ledger, run.tenantId, run.runId)) requeued += 1;
+      let holds = blockers.get(run) ?? NOTHING;
+      if (status === 'awaiting_reconciliation' && holds.unknown.length > 0) {
+        // A hook may settle a call: what holds the run is read again, for it alone, after asking.
+        if (await askHooks(options, holds.unknown)) holds = await blockersOf(ledger, run);
+      }
+      if (holds.unknown.length > 0 || holds.undecided.length > 0) continue;
+      const reason =
+        status === 'awaiting_reconciliation' ? 'every unknown call is settled' : 'every approval is decided';
+      if (await ledger.store.runs.requeue(run.tenantId, run.runId, [status], reason)) requeued += 1;
     }
   }
   return requeued;
 }
 
-async function askHooks(options: SweepOptions, run: RunRecord): Promise<void> {
+const NOTHING: Blockers = { unknown: [], undecided: [] };
+
+/** What holds each run of a page of one waiting status, read in one statement for the page. */
+async function blockersOfPage(
+  ledger: Ledger,
+  status: 'awaiting_reconciliation' | 'awaiting_approval',
+  page: readonly RunRecord[],
+): Promise<Map<RunRecord, Blockers>> {
+  const keysOf = (run: RunRecord): string[] => unheard(run).map((c) => `${run.runId}:${c.toolCallId}`);
+  const held = new Map<RunRecord, Blockers>();
+  if (status === 'awaiting_reconciliation') {
+    const records = await ledger.store.ledger.getMany(
+      page.flatMap((run) =>
+        keysOf(run).map((idempotencyKey) => ({ tenantId: run.tenantId, idempotencyKey })),
+      ),
+    );
+    const byKey = new Map(records.map((r) => [`${r.tenantId}\u0000${r.idempotencyKey}`, r]));
+    for (const run of page) {
+      const unknown = keysOf(run)
+        .map((key) => byKey.get(`${run.tenantId}\u0000${key}`))
+        .filter((r): r is ToolExecutionRecord => r !== undefined && isUnknownStatus(r.status));
+      held.set(run, { unknown, undecided: [] });
+    }
+    return held;
+  }
+  const approvals = await ledger.store.runs.approvalsOfRuns(page);
+  const pending = new Set(
+    approvals.filter((a) => a.status === 'pending').map((a) => `${a.tenantId}\u0000${a.idempotencyKey}`),
+  );
+  for (const run of page) {
+    const undecided = keysOf(run).filter((key) => pending.has(`${run.tenantId}\u0000${key}`));
+    held.set(run, { unknown: [], undecided });
+  }
+  return held;
+}
+
+/** Asks the reconcile hooks of these unknown calls, each at most every `reconcileEveryMs`. True when one was asked. */
+async function askHooks(options: SweepOptions, unknown: readonly ToolExecutionRecord[]): Promise<boolean> {
   const every = options.reconcileEveryMs ?? 30_000;
   const asked = options.lastAsked ?? new Map<string, number>();
   if (asked.size > 10_000) asked.clear(); // settled keys are never asked again; forget them now and then
-  const { unknown } = await blockersOf(options.ledger, run);
+  let any = false;
   for (const record of unknown) {
     const tool = options.tools.get(record.toolName);
     const hook = tool === undefined ? undefined : reconcileHookOf(tool);
@@ -111,6 +158,7 @@ async function askHooks(options: SweepOptions, run: RunRecord): Promise<void> {
     }
     if (last !== undefined && Date.now() - last < every) continue;
     asked.set(record.idempotencyKey, Date.now());
+    any = true;
     try {
       await reconcileRecord(options.ledger, tool, hook, record);
     } catch (error) {
@@ -119,4 +167,5 @@ async function askHooks(options: SweepOptions, run: RunRecord): Promise<void> {
       );
     }
   }
+  return any;
 }

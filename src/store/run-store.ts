@@ -148,6 +148,10 @@ export interface RunStore {
   createApprovals(approvals: readonly NewApproval[]): Promise<void>;
   getApproval(tenantId: string, idempotencyKey: string): Promise<ApprovalRecord | undefined>;
   approvalsOfRun(tenantId: string, runId: string): Promise<ApprovalRecord[]>;
+  /** The approvals of these runs, of any tenants (in no particular order): one read. */
+  approvalsOfRuns(
+    runs: readonly { readonly tenantId: string; readonly runId: string }[],
+  ): Promise<ApprovalRecord[]>;
   listApprovals(tenantId: string, filter: ApprovalListFilter): Promise<ApprovalRecord[]>;
   /** `pending` → `approved` | `rejected`, compare-and-set; undefined when it was not pending. */
   decideApproval(

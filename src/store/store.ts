@@ -110,6 +110,12 @@ export interface ListFilter {
   readonly after?: ListCursor;
 }
 
+/** A record's key, with its tenant. */
+export interface LedgerKey {
+  readonly tenantId: string;
+  readonly idempotencyKey: string;
+}
+
 /** The ledger's storage operations. Every write is one atomic statement or one transaction. */
 export interface LedgerStore {
   /** Reserves every request atomically: of any number of concurrent reservers, one wins each key. */
@@ -123,6 +129,8 @@ export interface LedgerStore {
   transitions(requests: readonly TransitionRequest[]): Promise<TransitionResult[]>;
   note(request: NoteRequest): Promise<void>;
   get(tenantId: string, idempotencyKey: string): Promise<ToolExecutionRecord | undefined>;
+  /** The records of these keys, of any tenants, that exist (in no particular order): one read. */
+  getMany(keys: readonly LedgerKey[]): Promise<ToolExecutionRecord[]>;
   history(tenantId: string, idempotencyKey: string): Promise<LedgerEvent[]>;
   /** A tenant's records in (attemptStartedAt, key) order: with the unknown statuses, longest waiting first. */
   list(tenantId: string, filter: ListFilter): Promise<ToolExecutionRecord[]>;

@@ -35,9 +35,16 @@ export const WRITE_METHODS = {
   monitor: readonly never[];
 };
 
-type LedgerReads = 'get' | 'history' | 'list';
+type LedgerReads = 'get' | 'getMany' | 'history' | 'list';
 type RunReads =
-  'get' | 'list' | 'listWaiting' | 'events' | 'getApproval' | 'approvalsOfRun' | 'listApprovals';
+  | 'get'
+  | 'list'
+  | 'listWaiting'
+  | 'events'
+  | 'getApproval'
+  | 'approvalsOfRun'
+  | 'approvalsOfRuns'
+  | 'listApprovals';
 type ApiKeyReads = 'findByHash' | 'get' | 'list';
 type Unplaced<S, Reads, Writes extends readonly string[]> = Exclude<keyof S, Reads | Writes[number]>;
 /** Fails to compile when a method of a store interface is neither a listed read nor a listed write. */

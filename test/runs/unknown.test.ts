@@ -297,6 +297,71 @@ describe.each(STORES)('unknown calls on %s', (_name, open) => {
     }
   });
 
+  it('sweeps a page of waiting runs in bulk: the page, its calls and its approvals in one read each', async () => {
+    const downstream = new FakeDownstream();
+    const owner = changeOwner(downstream, { applies: false });
+    const { agent } = scriptedAgent(
+      (_prompt, turn) => (turn === 0 ? (ownerStep[0] ?? { text: '' }) : { text: 'Done.' }),
+      [owner],
+      { onIndeterminate: 'pause' },
+    );
+    const runtime = runtimes.open(store, [agent]);
+    const paused: RunRecord[] = [];
+    for (let i = 0; i < 6; i++) paused.push(await startAndDrive(runtime, `Give acct_${i} to dana.`));
+    // Half of them settled by an operator where no runtime sees it: only the sweep can notice.
+    for (const run of paused.filter((_, i) => i % 2 === 0)) {
+      await resolveToolCall(runtime.ledger, {
+        tenantId: TENANT,
+        idempotencyKey: onlyKey(run),
+        status: 'failed',
+        reason: 'not in the CRM',
+        actorId: OPERATOR,
+      });
+    }
+    const reads: string[] = [];
+    const counted = <T extends object>(part: T, name: string): T =>
+      new Proxy(part, {
+        get: (target, property, receiver) => {
+          const value: unknown = Reflect.get(target, property, receiver);
+          if (typeof value !== 'function') return value;
+          return (...args: unknown[]) => {
+            reads.push(`${name}.${String(property)}`);
+            return (value as (...a: unknown[]) => unknown).apply(target, args);
+          };
+        },
+      });
+    const watched = Object.assign(Object.create(store) as Store, {
+      ledger: counted(store.ledger, 'ledger'),
+      runs: counted(store.runs, 'runs'),
+    });
+    const ledger = Object.assign(Object.create(runtime.ledger) as typeof runtime.ledger, { store: watched });
+    // Other tests of this file left runs waiting too: one page holds them all.
+    const waiting = await store.runs.listWaiting('awaiting_reconciliation', 1_000);
+    const requeued = await sweepWaiting({
+      ledger,
+      tools: runtime.tools,
+      batch: 1_000,
+      reconcileEveryMs: 60_000,
+    });
+
+    expect(requeued).toBeGreaterThanOrEqual(3);
+    for (const [i, run] of paused.entries()) {
+      expect((await runtime.getRun(TENANT, run.runId)).status).toBe(
+        i % 2 === 0 ? 'queued' : 'awaiting_reconciliation',
+      );
+    }
+    // However many runs wait: a page per status, one read of their calls, then one compare-and-set
+    // requeue per run nothing holds.
+    expect(waiting.length).toBeGreaterThanOrEqual(6);
+    expect(reads.filter((r) => !r.endsWith('.requeue'))).toEqual([
+      'runs.listWaiting',
+      'ledger.getMany',
+      'runs.listWaiting',
+      'runs.approvalsOfRuns',
+    ]);
+    expect(reads.filter((r) => r.endsWith('.requeue'))).toHaveLength(requeued);
+  });
+
   it('asks the reconcile hook again on the sweep, and resumes the run when it finds the effect', async () => {
     const downstream = new FakeDownstream();
     let visible = false;

@@ -776,6 +776,29 @@ export function describeStoreConformance(
         ]);
       });
 
+      it('reads the records of keys of several tenants at once, each of its own tenant, skipping missing ones', async () => {
+        const req = request();
+        const other = {
+          ...request({ runId: req.runId, args: { accountId: 'acct_2', amountCents: 1 } }),
+          tenantId: 'globex',
+        };
+        await store.ledger.reserve([req], RUNTIME);
+        await store.ledger.reserve([other], RUNTIME);
+        const found = await store.ledger.getMany([
+          { tenantId: TENANT, idempotencyKey: req.idempotencyKey },
+          { tenantId: 'globex', idempotencyKey: req.idempotencyKey },
+          { tenantId: 'initech', idempotencyKey: req.idempotencyKey },
+          { tenantId: TENANT, idempotencyKey: 'run_missing:call_1' },
+        ]);
+        expect(found.map((r) => [r.tenantId, r.idempotencyKey, r.args]).sort()).toEqual(
+          [
+            [TENANT, req.idempotencyKey, req.args],
+            ['globex', req.idempotencyKey, other.args],
+          ].sort(),
+        );
+        expect(await store.ledger.getMany([])).toEqual([]);
+      });
+
       it("shows nothing of one tenant's records to another", async () => {
         const record = await recordIn('indeterminate');
         const stranger = `stranger_${seq}`;

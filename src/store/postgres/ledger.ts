@@ -22,6 +22,7 @@ import {
   type ExecutionRow,
 } from '../rows.js';
 import type {
+  LedgerKey,
   LedgerStore,
   ListFilter,
   NoteRequest,
@@ -294,6 +295,11 @@ const GET_MANY = `SELECT t.* FROM unnest($2::text[]) AS k (key)
 CROSS JOIN LATERAL (
   SELECT * FROM tool_executions WHERE tenant_id = $1 AND idempotency_key = k.key OFFSET 0
 ) AS t`;
+/** Records of keys of any tenants, one primary-key lookup each (the sweep's read of a page of runs). */
+const GET_ACROSS = `SELECT t.* FROM unnest($1::text[], $2::text[]) AS k (tenant_id, key)
+CROSS JOIN LATERAL (
+  SELECT * FROM tool_executions WHERE tenant_id = k.tenant_id AND idempotency_key = k.key OFFSET 0
+) AS t`;
 const HISTORY = `SELECT * FROM tool_execution_events WHERE tenant_id = $1 AND idempotency_key = $2 ORDER BY id`;
 
 /** The ledger on PostgreSQL. Correctness rests on single statements and the primary key alone. */
@@ -476,6 +482,15 @@ export class PostgresLedger implements LedgerStore {
   async get(tenantId: string, idempotencyKey: string): Promise<ToolExecutionRecord | undefined> {
     const { rows } = await this.db.query<ExecutionRow>(GET, [tenantId, idempotencyKey]);
     return rows[0] === undefined ? undefined : toRecord(rows[0]);
+  }
+
+  async getMany(keys: readonly LedgerKey[]): Promise<ToolExecutionRecord[]> {
+    if (keys.length === 0) return [];
+    const { rows } = await this.db.query<ExecutionRow>(GET_ACROSS, [
+      keys.map((k) => k.tenantId),
+      keys.map((k) => k.idempotencyKey),
+    ]);
+    return rows.map(toRecord);
   }
 
   async history(tenantId: string, idempotencyKey: string): Promise<LedgerEvent[]> {

@@ -452,6 +452,18 @@ export class PostgresRuns implements RunStore {
     return rows[0] === undefined ? undefined : toApproval(rows[0]);
   }
 
+  async approvalsOfRuns(
+    runs: readonly { readonly tenantId: string; readonly runId: string }[],
+  ): Promise<ApprovalRecord[]> {
+    if (runs.length === 0) return [];
+    const { rows } = await this.db.query<ApprovalRow>(
+      `SELECT a.* FROM unnest($1::text[], $2::text[]) AS r (tenant_id, run_id)
+       CROSS JOIN LATERAL (SELECT * FROM approvals WHERE tenant_id = r.tenant_id AND run_id = r.run_id OFFSET 0) AS a`,
+      [runs.map((r) => r.tenantId), runs.map((r) => r.runId)],
+    );
+    return rows.map(toApproval);
+  }
+
   async approvalsOfRun(tenantId: string, runId: string): Promise<ApprovalRecord[]> {
     const { rows } = await this.db.query<ApprovalRow>(
       'SELECT * FROM approvals WHERE tenant_id = $1 AND run_id = $2 ORDER BY created_at, idempotency_key',

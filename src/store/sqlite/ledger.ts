@@ -21,6 +21,7 @@ import {
   type ExecutionRow,
 } from '../rows.js';
 import type {
+  LedgerKey,
   LedgerStore,
   ListFilter,
   NoteRequest,
@@ -260,6 +261,15 @@ export class SqliteLedger implements LedgerStore {
       const row = this.statements.get.get(tenantId, idempotencyKey);
       return row === undefined ? undefined : toRecord(row);
     });
+  }
+
+  getMany(keys: readonly LedgerKey[]): Promise<ToolExecutionRecord[]> {
+    return settle(() =>
+      keys.flatMap((k) => {
+        const row = this.statements.get.get(k.tenantId, k.idempotencyKey);
+        return row === undefined ? [] : [toRecord(row)];
+      }),
+    );
   }
 
   history(tenantId: string, idempotencyKey: string): Promise<LedgerEvent[]> {

@@ -426,6 +426,17 @@ export class SqliteRuns implements RunStore {
     });
   }
 
+  approvalsOfRuns(
+    runs: readonly { readonly tenantId: string; readonly runId: string }[],
+  ): Promise<ApprovalRecord[]> {
+    return settle(() => {
+      const statement = this.db.prepare<[string, string], ApprovalRow>(
+        'SELECT * FROM approvals WHERE tenant_id = ? AND run_id = ?',
+      );
+      return runs.flatMap((r) => statement.all(r.tenantId, r.runId).map(toApproval));
+    });
+  }
+
   approvalsOfRun(tenantId: string, runId: string): Promise<ApprovalRecord[]> {
     return settle(() =>
       this.db
