@@ -2,7 +2,7 @@ import { reconcileHookOf, reconcileRecord, type Ledger } from '../calls/index.js
 import { errorInfo } from '../errors/index.js';
 import { isUnknownStatus, type ToolExecutionRecord } from '../ledger/index.js';
 import type { PendingCall, RunRecord } from '../run-state/index.js';
-import type { WaitingCursor } from '../store/index.js';
+import type { WaitingCursor, WaitingRun } from '../store/index.js';
 import type { Tool } from '../tools/index.js';
 
 /** What a waiting run still waits for: unknown calls, or approvals not yet decided. */
@@ -11,12 +11,16 @@ export interface Blockers {
   readonly undecided: readonly string[];
 }
 
-function unheard(run: RunRecord): readonly PendingCall[] {
-  return (run.checkpoint.pending?.calls ?? []).filter((c) => c.heard === undefined);
+/** A waiting run as the sweep reads it, or a whole run record. */
+type Waiting = WaitingRun | RunRecord;
+
+function unheard(run: Waiting): readonly PendingCall[] {
+  const pending = 'checkpoint' in run ? run.checkpoint.pending : run.pending;
+  return (pending?.calls ?? []).filter((c) => c.heard === undefined);
 }
 
 /** Reads what holds a waiting run: its unknown calls (`awaiting_reconciliation`) or undecided approvals. */
-export async function blockersOf(ledger: Ledger, run: RunRecord): Promise<Blockers> {
+export async function blockersOf(ledger: Ledger, run: Waiting): Promise<Blockers> {
   const calls = unheard(run);
   if (run.status === 'awaiting_reconciliation') {
     const records = await Promise.all(
@@ -110,10 +114,10 @@ const NOTHING: Blockers = { unknown: [], undecided: [] };
 async function blockersOfPage(
   ledger: Ledger,
   status: 'awaiting_reconciliation' | 'awaiting_approval',
-  page: readonly RunRecord[],
-): Promise<Map<RunRecord, Blockers>> {
-  const keysOf = (run: RunRecord): string[] => unheard(run).map((c) => `${run.runId}:${c.toolCallId}`);
-  const held = new Map<RunRecord, Blockers>();
+  page: readonly WaitingRun[],
+): Promise<Map<WaitingRun, Blockers>> {
+  const keysOf = (run: WaitingRun): string[] => unheard(run).map((c) => `${run.runId}:${c.toolCallId}`);
+  const held = new Map<WaitingRun, Blockers>();
   if (status === 'awaiting_reconciliation') {
     const records = await ledger.store.ledger.getMany(
       page.flatMap((run) =>

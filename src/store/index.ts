@@ -40,6 +40,7 @@ export type {
   NewApproval,
   ApprovalListFilter,
   WaitingCursor,
+  WaitingRun,
 } from './run-store.js';
 export {
   API_KEY_ROLES,

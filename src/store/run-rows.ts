@@ -7,6 +7,7 @@ import type {
   RunRecord,
   RunStatus,
 } from '../run-state/index.js';
+import type { WaitingRun } from './run-store.js';
 
 type Time = string | Date;
 
@@ -84,6 +85,24 @@ export function toRun(row: RunRow): RunRecord {
     driveAttempts: Number(row.drive_attempts),
     modelOutages: Number(row.model_outages),
     lastError: json<ErrorInfo>(row.last_error),
+  };
+}
+
+export interface WaitingRow {
+  tenant_id: string;
+  run_id: string;
+  status: string;
+  updated_at: Time;
+  pending: unknown;
+}
+
+export function toWaiting(row: WaitingRow): WaitingRun {
+  return {
+    tenantId: row.tenant_id,
+    runId: row.run_id,
+    status: row.status as RunStatus,
+    updatedAt: time(row.updated_at),
+    pending: json<Checkpoint['pending']>(row.pending),
   };
 }
 

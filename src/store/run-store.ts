@@ -8,6 +8,15 @@ import type {
   RunStatus,
 } from '../run-state/index.js';
 
+/** A waiting run as the sweep reads it: what it waits on (its pending calls), not its conversation. */
+export interface WaitingRun {
+  readonly tenantId: string;
+  readonly runId: string;
+  readonly status: RunStatus;
+  readonly updatedAt: string;
+  readonly pending: Checkpoint['pending'];
+}
+
 export interface CreateRunRequest {
   readonly tenantId: string;
   readonly runId: string;
@@ -138,9 +147,10 @@ export interface RunStore {
   cancel(tenantId: string, runId: string, reason: string, actorId: string): Promise<RunRecord | undefined>;
   /**
    * Runs in a waiting status, across tenants, in (updatedAt, tenantId, runId) order, strictly after
-   * `after` when given: the resume sweep pages through all of them, not only the oldest.
+   * `after` when given: the resume sweep pages through all of them, not only the oldest. Each with
+   * its pending calls, not its whole checkpoint.
    */
-  listWaiting(status: RunStatus, limit: number, after?: WaitingCursor): Promise<RunRecord[]>;
+  listWaiting(status: RunStatus, limit: number, after?: WaitingCursor): Promise<WaitingRun[]>;
   appendEvent(tenantId: string, runId: string, type: string, data: JsonValue): Promise<void>;
   /** A run's events with `seq` greater than `afterSeq`, in order. */
   events(tenantId: string, runId: string, afterSeq: number, limit: number): Promise<RunEvent[]>;

@@ -180,9 +180,17 @@ describe.each(STORES)('run storage on %s', (name, open) => {
       leaseOwner: null,
     });
     expect(await store.runs.claim('t1', run.runId, 'w2', 30_000)).toBeUndefined();
-    expect((await store.runs.listWaiting('awaiting_reconciliation', 100)).map((r) => r.runId)).toContain(
-      run.runId,
+    const waiting = (await store.runs.listWaiting('awaiting_reconciliation', 100)).find(
+      (r) => r.runId === run.runId,
     );
+    // What it waits on, not its conversation.
+    expect(waiting).toEqual({
+      tenantId: 't1',
+      runId: run.runId,
+      status: 'awaiting_reconciliation',
+      updatedAt: (await store.runs.get('t1', run.runId))?.updatedAt,
+      pending: EMPTY.pending,
+    });
     expect(await store.runs.requeue('t1', run.runId, ['awaiting_reconciliation'], 'settled')).toBe(true);
     expect(await store.runs.requeue('t1', run.runId, ['awaiting_reconciliation'], 'settled')).toBe(false);
     expect(await second.runs.claim('t1', run.runId, 'w2', 30_000)).toMatchObject({

@@ -16,15 +16,18 @@ import type {
   RunStore,
   SaveCheckpointRequest,
   WaitingCursor,
+  WaitingRun,
 } from '../run-store.js';
 import {
   releasesLease,
   toApproval,
   toRun,
   toRunEvent,
+  toWaiting,
   type ApprovalRow,
   type RunEventRow,
   type RunRow,
+  type WaitingRow,
 } from '../run-rows.js';
 import { encodeJson } from '../rows.js';
 import { numbered, type Queryable } from './ledger.js';
@@ -218,7 +221,8 @@ INSERT INTO run_events (tenant_id, run_id, seq, type, data) SELECT $1, $2, event
  * A page of the runs waiting in one status, after a cursor: a range of runs_waiting (schema 0006), in
  * its order. Planned for its values (the status picks the partial index), not prepared.
  */
-export const LIST_WAITING = `SELECT * FROM runs WHERE status = $1
+export const LIST_WAITING = `SELECT tenant_id, run_id, status, updated_at, checkpoint->'pending' AS pending
+FROM runs WHERE status = $1
   AND ($3::timestamptz IS NULL OR (updated_at, tenant_id, run_id) > ($3::timestamptz, $4, $5))
 ORDER BY updated_at, tenant_id, run_id LIMIT $2`;
 
@@ -407,15 +411,15 @@ export class PostgresRuns implements RunStore {
     return rows[0] === undefined ? undefined : toRun(rows[0]);
   }
 
-  async listWaiting(status: RunStatus, limit: number, after?: WaitingCursor): Promise<RunRecord[]> {
-    const { rows } = await this.db.query<RunRow>(LIST_WAITING, [
+  async listWaiting(status: RunStatus, limit: number, after?: WaitingCursor): Promise<WaitingRun[]> {
+    const { rows } = await this.db.query<WaitingRow>(LIST_WAITING, [
       status,
       limit,
       after?.at ?? null,
       after?.tenantId ?? null,
       after?.runId ?? null,
     ]);
-    return rows.map(toRun);
+    return rows.map(toWaiting);
   }
 
   async appendEvent(tenantId: string, runId: string, type: string, data: JsonValue): Promise<void> {

@@ -17,15 +17,18 @@ import type {
   RunStore,
   SaveCheckpointRequest,
   WaitingCursor,
+  WaitingRun,
 } from '../run-store.js';
 import {
   releasesLease,
   toApproval,
   toRun,
   toRunEvent,
+  toWaiting,
   type ApprovalRow,
   type RunEventRow,
   type RunRow,
+  type WaitingRow,
 } from '../run-rows.js';
 import { encodeJson } from '../rows.js';
 import { settle } from './settle.js';
@@ -302,11 +305,12 @@ export class SqliteRuns implements RunStore {
     );
   }
 
-  listWaiting(status: RunStatus, limit: number, after?: WaitingCursor): Promise<RunRecord[]> {
+  listWaiting(status: RunStatus, limit: number, after?: WaitingCursor): Promise<WaitingRun[]> {
     return settle(() =>
       this.db
-        .prepare<[Record<string, unknown>], RunRow>(
-          `SELECT * FROM runs WHERE status = @status
+        .prepare<[Record<string, unknown>], WaitingRow>(
+          `SELECT tenant_id, run_id, status, updated_at, json_extract(checkpoint, '$.pending') AS pending
+           FROM runs WHERE status = @status
              AND (@at IS NULL OR (updated_at, tenant_id, run_id) > (@at, @tenantId, @runId))
            ORDER BY updated_at, tenant_id, run_id LIMIT @limit`,
         )
@@ -317,7 +321,7 @@ export class SqliteRuns implements RunStore {
           tenantId: after?.tenantId ?? null,
           runId: after?.runId ?? null,
         })
-        .map(toRun),
+        .map(toWaiting),
     );
   }
 
