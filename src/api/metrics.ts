@@ -1,5 +1,5 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
-import type { LedgerStore, Store, StoreTx } from '../store/index.js';
+import type { LedgerStore, Store, StoreStats, StoreTx } from '../store/index.js';
 
 /**
  * The Prometheus metrics of one process: ledger operation latency measured as it happens, and counts
@@ -16,8 +16,18 @@ export class ApiMetrics {
   private readonly conflicts: Counter<'tenant'>;
   /** The conflicts counted so far per tenant: the counter goes up by what the database adds. */
   private readonly conflictsSeen = new Map<string, number>();
+  /** The least time between two reads of the counts; scrapes in between get the last read. */
+  readonly minReadIntervalMs: number;
+  #lastRead: { readonly at: number; readonly stats: StoreStats } | undefined;
+  #reading: Promise<StoreStats> | undefined;
 
-  constructor(options: { defaultMetrics?: boolean } = {}) {
+  /**
+   * `minReadIntervalMs`: the counts are read from the database at most this often (default 0: on
+   * every scrape), and scrapes that arrive during a read share it, so how often the database counts
+   * does not depend on how many scrapers there are or how often they ask.
+   */
+  constructor(options: { defaultMetrics?: boolean; minReadIntervalMs?: number } = {}) {
+    this.minReadIntervalMs = options.minReadIntervalMs ?? 0;
     const registers = [this.registry];
     this.ledgerLatency = new Histogram({
       name: 'oncely_ledger_operation_duration_seconds',
@@ -54,9 +64,9 @@ export class ApiMetrics {
     if (options.defaultMetrics ?? true) collectDefaultMetrics({ register: this.registry, prefix: 'oncely_' });
   }
 
-  /** Reads the counts from the store and renders every metric in the Prometheus text format. */
+  /** Reads the counts from the store (see `minReadIntervalMs`) and renders every metric in the Prometheus text format. */
   async render(store: Store): Promise<string> {
-    const stats = await store.monitor.stats();
+    const stats = await this.#stats(store);
     const now = Date.now();
     for (const gauge of [this.calls, this.runs, this.unknown, this.oldestUnknown]) gauge.reset();
     for (const c of stats.calls) this.calls.set({ tool: c.toolName, status: c.status }, c.count);
@@ -74,6 +84,24 @@ export class ApiMetrics {
       this.conflictsSeen.set(c.tenantId, Math.max(seen, c.count));
     }
     return this.registry.metrics();
+  }
+
+  /** The counts: the read in flight, else the last one if it is recent enough, else a new read. */
+  #stats(store: Store): Promise<StoreStats> {
+    if (this.#reading !== undefined) return this.#reading;
+    const last = this.#lastRead;
+    if (last !== undefined && Date.now() - last.at < this.minReadIntervalMs)
+      return Promise.resolve(last.stats);
+    const reading = store.monitor.stats().then((stats) => {
+      this.#lastRead = { at: Date.now(), stats };
+      return stats;
+    });
+    this.#reading = reading;
+    const clear = (): void => {
+      this.#reading = undefined;
+    };
+    reading.then(clear, clear);
+    return reading;
   }
 
   get contentType(): string {

@@ -29,7 +29,19 @@ interface ServeFlags {
   maxStreams: number;
   maxConnections: number;
   graceMs: number;
+  metricsIntervalMs: number;
   create?: boolean;
+}
+
+const DEFAULT_METRICS_INTERVAL_MS = 5_000;
+
+function wholeMs(name: string) {
+  return (value: string): number => {
+    const n = Number(value);
+    if (!Number.isInteger(n) || n < 0)
+      throw new InvalidArgumentError(`${name} must be a whole number of ms, 0 or more`);
+    return n;
+  };
 }
 
 function portNumber(value: string): number {
@@ -94,6 +106,12 @@ export function serveCommand(): Command {
       positiveInt('--max-connections'),
       DEFAULT_MAX_CONNECTIONS,
     )
+    .option(
+      '--metrics-interval-ms <ms>',
+      'the least time between two reads of the counts /metrics reports (0: on every scrape)',
+      wholeMs('--metrics-interval-ms'),
+      DEFAULT_METRICS_INTERVAL_MS,
+    )
     .option('--create', 'create the SQLite database if there is none (a first run; else STORE_NOT_FOUND)')
     .addOption(graceOption())
     .action(serve);
@@ -101,7 +119,7 @@ export function serveCommand(): Command {
 
 async function serve(flags: ServeFlags): Promise<void> {
   const log = createLogger('oncely-serve');
-  const metrics = new ApiMetrics();
+  const metrics = new ApiMetrics({ minReadIntervalMs: flags.metricsIntervalMs });
   const loaded = await commandConfig(flags.config, { optional: !flags.worker });
   const config = flags.worker
     ? assertDrivesRuns(loaded, 'the worker of this serve', ', or serve the API only with --no-worker')
