@@ -92,15 +92,16 @@ export class ApiMetrics {
     const last = this.#lastRead;
     if (last !== undefined && Date.now() - last.at < this.minReadIntervalMs)
       return Promise.resolve(last.stats);
-    const reading = store.monitor.stats().then((stats) => {
-      this.#lastRead = { at: Date.now(), stats };
-      return stats;
-    });
+    const reading = store.monitor
+      .stats()
+      .then((stats) => {
+        this.#lastRead = { at: Date.now(), stats };
+        return stats;
+      })
+      .finally(() => {
+        this.#reading = undefined;
+      });
     this.#reading = reading;
-    const clear = (): void => {
-      this.#reading = undefined;
-    };
-    reading.then(clear, clear);
     return reading;
   }
 

@@ -19,27 +19,27 @@ function unheard(run: Waiting): readonly PendingCall[] {
   return (pending?.calls ?? []).filter((c) => c.heard === undefined);
 }
 
+type WaitingStatus = 'awaiting_reconciliation' | 'awaiting_approval';
+
+function isWaiting(status: string): status is WaitingStatus {
+  return status === 'awaiting_reconciliation' || status === 'awaiting_approval';
+}
+
+const NOTHING: Blockers = { unknown: [], undecided: [] };
+
+const holds = (blockers: Blockers): boolean => blockers.unknown.length > 0 || blockers.undecided.length > 0;
+
 /** Reads what holds a waiting run: its unknown calls (`awaiting_reconciliation`) or undecided approvals. */
 export async function blockersOf(ledger: Ledger, run: Waiting): Promise<Blockers> {
-  const calls = unheard(run);
-  if (run.status === 'awaiting_reconciliation') {
-    const records = await Promise.all(
-      calls.map((c) => ledger.store.ledger.get(run.tenantId, `${run.runId}:${c.toolCallId}`)),
-    );
-    const unknown = records.filter(
-      (r): r is ToolExecutionRecord => r !== undefined && isUnknownStatus(r.status),
-    );
-    return { unknown, undecided: [] };
-  }
-  if (run.status === 'awaiting_approval') {
-    const approvals = await ledger.store.runs.approvalsOfRun(run.tenantId, run.runId);
-    const keys = new Set(calls.map((c) => `${run.runId}:${c.toolCallId}`));
-    const undecided = approvals
-      .filter((a) => keys.has(a.idempotencyKey) && a.status === 'pending')
-      .map((a) => a.idempotencyKey);
-    return { unknown: [], undecided };
-  }
-  return { unknown: [], undecided: [] };
+  if (!isWaiting(run.status)) return NOTHING;
+  return (await blockersOfPage(ledger, run.status, [run])).get(run) ?? NOTHING;
+}
+
+/** Requeues a run nothing holds any more, compare-and-set on its waiting status. True when this call did. */
+function requeueFreed(ledger: Ledger, run: Waiting, status: WaitingStatus): Promise<boolean> {
+  const reason =
+    status === 'awaiting_reconciliation' ? 'every unknown call is settled' : 'every approval is decided';
+  return ledger.store.runs.requeue(run.tenantId, run.runId, [status], reason);
 }
 
 /**
@@ -49,13 +49,9 @@ export async function blockersOf(ledger: Ledger, run: Waiting): Promise<Blockers
  */
 export async function resumeIfReady(ledger: Ledger, tenantId: string, runId: string): Promise<boolean> {
   const run = await ledger.store.runs.get(tenantId, runId);
-  if (run === undefined) return false;
-  if (run.status !== 'awaiting_reconciliation' && run.status !== 'awaiting_approval') return false;
-  const blockers = await blockersOf(ledger, run);
-  if (blockers.unknown.length > 0 || blockers.undecided.length > 0) return false;
-  const reason =
-    run.status === 'awaiting_reconciliation' ? 'every unknown call is settled' : 'every approval is decided';
-  return ledger.store.runs.requeue(tenantId, runId, [run.status], reason);
+  if (run === undefined || !isWaiting(run.status)) return false;
+  if (holds(await blockersOf(ledger, run))) return false;
+  return requeueFreed(ledger, run, run.status);
 }
 
 export interface SweepOptions {
@@ -94,40 +90,37 @@ export async function sweepWaiting(options: SweepOptions): Promise<number> {
     else cursors.set(status, { at: last.updatedAt, tenantId: last.tenantId, runId: last.runId });
     const blockers = await blockersOfPage(ledger, status, page);
     for (const run of page) {
-      let holds = blockers.get(run) ?? NOTHING;
-      if (status === 'awaiting_reconciliation' && holds.unknown.length > 0) {
-        // A hook may settle a call: what holds the run is read again, for it alone, after asking.
-        if (await askHooks(options, holds.unknown)) holds = await blockersOf(ledger, run);
-      }
-      if (holds.unknown.length > 0 || holds.undecided.length > 0) continue;
-      const reason =
-        status === 'awaiting_reconciliation' ? 'every unknown call is settled' : 'every approval is decided';
-      if (await ledger.store.runs.requeue(run.tenantId, run.runId, [status], reason)) requeued += 1;
+      let held = blockers.get(run) ?? NOTHING;
+      // A hook may settle a call: what holds the run is read again, for it alone, after asking.
+      if (held.unknown.length > 0 && (await askHooks(options, held.unknown)))
+        held = await blockersOf(ledger, run);
+      if (!holds(held) && (await requeueFreed(ledger, run, status))) requeued += 1;
     }
   }
   return requeued;
 }
 
-const NOTHING: Blockers = { unknown: [], undecided: [] };
+/** A key with its tenant, as one map key. */
+const keyIn = (tenantId: string, key: string): string => `${tenantId}\u0000${key}`;
 
 /** What holds each run of a page of one waiting status, read in one statement for the page. */
 async function blockersOfPage(
   ledger: Ledger,
-  status: 'awaiting_reconciliation' | 'awaiting_approval',
-  page: readonly WaitingRun[],
-): Promise<Map<WaitingRun, Blockers>> {
-  const keysOf = (run: WaitingRun): string[] => unheard(run).map((c) => `${run.runId}:${c.toolCallId}`);
-  const held = new Map<WaitingRun, Blockers>();
+  status: WaitingStatus,
+  page: readonly Waiting[],
+): Promise<Map<Waiting, Blockers>> {
+  const keysOf = (run: Waiting): string[] => unheard(run).map((c) => `${run.runId}:${c.toolCallId}`);
+  const held = new Map<Waiting, Blockers>();
   if (status === 'awaiting_reconciliation') {
     const records = await ledger.store.ledger.getMany(
       page.flatMap((run) =>
         keysOf(run).map((idempotencyKey) => ({ tenantId: run.tenantId, idempotencyKey })),
       ),
     );
-    const byKey = new Map(records.map((r) => [`${r.tenantId}\u0000${r.idempotencyKey}`, r]));
+    const byKey = new Map(records.map((r) => [keyIn(r.tenantId, r.idempotencyKey), r]));
     for (const run of page) {
       const unknown = keysOf(run)
-        .map((key) => byKey.get(`${run.tenantId}\u0000${key}`))
+        .map((key) => byKey.get(keyIn(run.tenantId, key)))
         .filter((r): r is ToolExecutionRecord => r !== undefined && isUnknownStatus(r.status));
       held.set(run, { unknown, undecided: [] });
     }
@@ -135,10 +128,10 @@ async function blockersOfPage(
   }
   const approvals = await ledger.store.runs.approvalsOfRuns(page);
   const pending = new Set(
-    approvals.filter((a) => a.status === 'pending').map((a) => `${a.tenantId}\u0000${a.idempotencyKey}`),
+    approvals.filter((a) => a.status === 'pending').map((a) => keyIn(a.tenantId, a.idempotencyKey)),
   );
   for (const run of page) {
-    const undecided = keysOf(run).filter((key) => pending.has(`${run.tenantId}\u0000${key}`));
+    const undecided = keysOf(run).filter((key) => pending.has(keyIn(run.tenantId, key)));
     held.set(run, { unknown: [], undecided });
   }
   return held;

@@ -2,6 +2,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { resolveToolCall } from '../../src/calls/index.js';
 import type { RunRecord } from '../../src/run-state/index.js';
 import { sweepWaiting } from '../../src/runs/resume.js';
+import type { Runtime } from '../../src/runs/index.js';
 import type { Store } from '../../src/store/index.js';
 import type { ReconcileHook } from '../../src/tools/index.js';
 import {
@@ -50,6 +51,30 @@ describe.each(STORES)('unknown calls on %s', (_name, open) => {
   afterAll(() => opened.cleanup());
 
   const onlyKey = (run: RunRecord): string => keyOf(run, callIdsOf(run)[0] ?? '');
+
+  /** `n` runs paused on a write that never lands (the owner change, whose hook cannot tell). */
+  async function pausedRuns(n: number): Promise<{ runtime: Runtime; paused: RunRecord[] }> {
+    const owner = changeOwner(new FakeDownstream(), { applies: false });
+    const { agent } = scriptedAgent(
+      (_prompt, turn) => (turn === 0 ? (ownerStep[0] ?? { text: '' }) : { text: 'Done.' }),
+      [owner],
+      { onIndeterminate: 'pause' },
+    );
+    const runtime = runtimes.open(store, [agent]);
+    const paused: RunRecord[] = [];
+    for (let i = 0; i < n; i++) paused.push(await startAndDrive(runtime, `Give acct_${i} to dana.`));
+    return { runtime, paused };
+  }
+
+  /** Settles a run's call where no runtime sees it (a library call in another process). */
+  const settleUnseen = (runtime: Runtime, run: RunRecord) =>
+    resolveToolCall(runtime.ledger, {
+      tenantId: TENANT,
+      idempotencyKey: onlyKey(run),
+      status: 'failed',
+      reason: 'not in the CRM',
+      actorId: OPERATOR,
+    });
 
   it('pauses on a timed-out write, names the call and how to settle it; an operator’s completed resumes it', async () => {
     const downstream = new FakeDownstream();
@@ -259,26 +284,11 @@ describe.each(STORES)('unknown calls on %s', (_name, open) => {
   });
 
   it('requeues a settled run even when more than a batch of older runs stay blocked', async () => {
-    const downstream = new FakeDownstream();
-    const owner = changeOwner(downstream, { applies: false });
-    const { agent } = scriptedAgent(
-      (_prompt, turn) => (turn === 0 ? (ownerStep[0] ?? { text: '' }) : { text: 'Done.' }),
-      [owner],
-      { onIndeterminate: 'pause' },
-    );
-    const runtime = runtimes.open(store, [agent]);
-    const paused: RunRecord[] = [];
-    for (let i = 0; i < 3; i++) paused.push(await startAndDrive(runtime, `Give acct_${i} to dana.`));
+    const { runtime, paused } = await pausedRuns(3);
     expect(paused.map((r) => r.status)).toEqual(Array(3).fill('awaiting_reconciliation'));
     const newest = paused[2] as RunRecord;
     // Settled where no runtime sees it (a library call in another process): only the sweep can notice.
-    await resolveToolCall(runtime.ledger, {
-      tenantId: TENANT,
-      idempotencyKey: onlyKey(newest),
-      status: 'failed',
-      reason: 'not in the CRM',
-      actorId: OPERATOR,
-    });
+    await settleUnseen(runtime, newest);
     const cursors = new Map();
     const sweep = () =>
       sweepWaiting({ ledger: runtime.ledger, tools: runtime.tools, batch: 2, cursors, reconcileEveryMs: 0 });
@@ -298,25 +308,10 @@ describe.each(STORES)('unknown calls on %s', (_name, open) => {
   });
 
   it('sweeps a page of waiting runs in bulk: the page, its calls and its approvals in one read each', async () => {
-    const downstream = new FakeDownstream();
-    const owner = changeOwner(downstream, { applies: false });
-    const { agent } = scriptedAgent(
-      (_prompt, turn) => (turn === 0 ? (ownerStep[0] ?? { text: '' }) : { text: 'Done.' }),
-      [owner],
-      { onIndeterminate: 'pause' },
-    );
-    const runtime = runtimes.open(store, [agent]);
-    const paused: RunRecord[] = [];
-    for (let i = 0; i < 6; i++) paused.push(await startAndDrive(runtime, `Give acct_${i} to dana.`));
+    const { runtime, paused } = await pausedRuns(6);
     // Half of them settled by an operator where no runtime sees it: only the sweep can notice.
     for (const run of paused.filter((_, i) => i % 2 === 0)) {
-      await resolveToolCall(runtime.ledger, {
-        tenantId: TENANT,
-        idempotencyKey: onlyKey(run),
-        status: 'failed',
-        reason: 'not in the CRM',
-        actorId: OPERATOR,
-      });
+      await settleUnseen(runtime, run);
     }
     const reads: string[] = [];
     const counted = <T extends object>(part: T, name: string): T =>

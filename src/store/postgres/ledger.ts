@@ -65,10 +65,15 @@ export function reserveCtes(at: number, when?: string): string {
   FROM req${when === undefined ? '' : ` WHERE ${when}`} ORDER BY idempotency_key
   ON CONFLICT (tenant_id, idempotency_key) DO NOTHING
   RETURNING t.*
-), ev AS (
+), ${reservedEvents(p(10), p(11))}`;
+}
+
+/** The history event of each record `up` inserted, by the actor in the given parameters. */
+function reservedEvents(actorKind: string, actorId: string): string {
+  return `ev AS (
   INSERT INTO tool_execution_events (tenant_id, idempotency_key, kind, actor_kind, actor_id, via,
     from_status, to_status, attempt, reason)
-  SELECT tenant_id, idempotency_key, 'transition', ${p(10)}, ${p(11)}, 'reserve', NULL, 'started', attempt, 'reserved'
+  SELECT tenant_id, idempotency_key, 'transition', ${actorKind}, ${actorId}, 'reserve', NULL, 'started', attempt, 'reserved'
   FROM up
 )`;
 }
@@ -99,12 +104,7 @@ WITH up AS (
   VALUES ($9, $1, $2, $3, $4, $5, $6::jsonb, $7, 'started', 1, 1, $8, $12::integer)
   ON CONFLICT (tenant_id, idempotency_key) DO NOTHING
   RETURNING t.*
-), ev AS (
-  INSERT INTO tool_execution_events (tenant_id, idempotency_key, kind, actor_kind, actor_id, via,
-    from_status, to_status, attempt, reason)
-  SELECT tenant_id, idempotency_key, 'transition', $10, $11, 'reserve', NULL, 'started', attempt, 'reserved'
-  FROM up
-)
+), ${reservedEvents('$10', '$11')}
 SELECT true AS mine, up.* FROM up
 UNION ALL
 SELECT false AS mine, t.* FROM tool_executions t

@@ -93,22 +93,11 @@ export class SqliteRuns implements RunStore {
             at,
           );
           if (request.claim === undefined) return { created: true, run: toRun(inserted) };
-          // Claimed in the same transaction, as `claim` would claim it.
+          // Claimed in the same transaction, as `claim` claims it.
           const { owner, leaseMs } = request.claim;
-          const params = {
-            owner,
-            now: at,
-            expires: later(leaseMs),
-            tenantId: request.tenantId,
-            runId: request.runId,
-          };
-          const claimed = this.db
-            .prepare<[Record<string, unknown>], RunRow>(
-              `UPDATE runs SET ${CLAIM_SET} WHERE tenant_id = @tenantId AND run_id = @runId RETURNING *`,
-            )
-            .get(params);
+          const claimed = this.claimSync(request.tenantId, request.runId, owner, leaseMs, undefined, at);
           if (claimed === undefined) throw new Error(`run ${request.runId} created but not claimed`);
-          return { created: true, run: this.claimed(claimed, at) };
+          return { created: true, run: claimed };
         }
         const existing = this.row(request.tenantId, request.runId);
         if (existing === undefined) throw new Error(`run ${request.runId} neither created nor found`);
@@ -182,26 +171,33 @@ export class SqliteRuns implements RunStore {
     agents?: readonly string[],
   ): Promise<RunRecord | undefined> {
     return settle(() =>
-      this.db
-        .transaction(() => {
-          const params = {
-            owner,
-            now: now(),
-            expires: later(leaseMs),
-            tenantId,
-            runId,
-            agents: agents === undefined ? null : JSON.stringify(agents),
-          };
-          const row = this.db
-            .prepare<[Record<string, unknown>], RunRow>(
-              `UPDATE runs SET ${CLAIM_SET} WHERE tenant_id = @tenantId AND run_id = @runId AND ${CLAIMABLE}
-                 AND (@agents IS NULL OR agent IN (SELECT value FROM json_each(@agents))) RETURNING *`,
-            )
-            .get(params);
-          return row === undefined ? undefined : this.claimed(row, params.now);
-        })
-        .immediate(),
+      this.db.transaction(() => this.claimSync(tenantId, runId, owner, leaseMs, agents, now())).immediate(),
     );
+  }
+
+  /** Claims this run if it is claimable (and of one of `agents`), inside the caller's transaction. */
+  private claimSync(
+    tenantId: string,
+    runId: string,
+    owner: string,
+    leaseMs: number,
+    agents: readonly string[] | undefined,
+    at: string,
+  ): RunRecord | undefined {
+    const row = this.db
+      .prepare<[Record<string, unknown>], RunRow>(
+        `UPDATE runs SET ${CLAIM_SET} WHERE tenant_id = @tenantId AND run_id = @runId AND ${CLAIMABLE}
+           AND (@agents IS NULL OR agent IN (SELECT value FROM json_each(@agents))) RETURNING *`,
+      )
+      .get({
+        owner,
+        now: at,
+        expires: later(leaseMs),
+        tenantId,
+        runId,
+        agents: agents === undefined ? null : JSON.stringify(agents),
+      });
+    return row === undefined ? undefined : this.claimed(row, at);
   }
 
   private claimed(row: RunRow, at: string): RunRecord {
