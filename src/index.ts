@@ -114,6 +114,7 @@ export {
   HEARD_KINDS,
   type RunStatus,
   type RunRecord,
+  type RunSummary,
   type RunEvent,
   type Checkpoint,
   type PendingCall,

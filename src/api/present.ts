@@ -1,6 +1,6 @@
 import type { z } from 'zod';
 import type { LedgerEvent, ToolExecutionRecord } from '../ledger/index.js';
-import type { ApprovalRecord, RunEvent, RunRecord } from '../run-state/index.js';
+import type { ApprovalRecord, RunEvent, RunSummary } from '../run-state/index.js';
 import type { ApiKeyRecord } from '../store/index.js';
 import type { apiKeySchema } from './schemas/api-keys.js';
 import type { approvalSchema } from './schemas/approvals.js';
@@ -50,7 +50,7 @@ export function toLedgerEvent(e: LedgerEvent): z.output<typeof ledgerEventSchema
   };
 }
 
-export function toRun(r: RunRecord): z.output<typeof runSchema> {
+export function toRun(r: RunSummary): z.output<typeof runSchema> {
   return {
     tenant_id: r.tenantId,
     run_id: r.runId,

@@ -133,7 +133,7 @@ export async function decideToolApproval(
   return ledger.store.transaction(async (tx) => {
     const approval = await tx.runs.getApproval(tenantId, key);
     if (approval === undefined) throw notFound(key);
-    const run = await tx.runs.get(tenantId, approval.runId);
+    const run = await tx.runs.summary(tenantId, approval.runId);
     if (run !== undefined && isFinalRunStatus(run.status)) {
       throw new OncelyError(
         'RUN_ALREADY_FINAL',

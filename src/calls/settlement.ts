@@ -201,7 +201,7 @@ export async function stillRunning(ledger: Ledger, record: ToolExecutionRecord):
     return 'its attempt is still running in this process';
   }
   if (record.compensationOf === null) {
-    const run = await ledger.store.runs.get(record.tenantId, record.runId);
+    const run = await ledger.store.runs.summary(record.tenantId, record.runId);
     const live =
       run?.status === 'running' && run.leaseExpiresAt !== null && Date.parse(run.leaseExpiresAt) > Date.now();
     if (live) return `run ${record.runId} is held by a live driver (${run.leaseOwner ?? 'unknown'})`;

@@ -10,4 +10,12 @@ export {
   type ApprovalStatus,
 } from './statuses.js';
 export { HEARD_KINDS, type HeardKind } from './records.js';
-export type { HeardResult, PendingCall, Checkpoint, RunRecord, RunEvent, ApprovalRecord } from './records.js';
+export type {
+  HeardResult,
+  PendingCall,
+  Checkpoint,
+  RunRecord,
+  RunSummary,
+  RunEvent,
+  ApprovalRecord,
+} from './records.js';

@@ -67,6 +67,15 @@ export interface RunRecord {
   readonly lastError: ErrorInfo | null;
 }
 
+/**
+ * A run without its conversation: what lists, the API, event streams and the sweep read. The messages
+ * are rows of their own (append-only, one per message); reading them is for a driver and for whoever
+ * asks for the conversation.
+ */
+export type RunSummary = Omit<RunRecord, 'checkpoint'> & {
+  readonly checkpoint: Omit<Checkpoint, 'messages'>;
+};
+
 export interface RunEvent {
   /** Store-wide id; not an order a reader can page by (PostgreSQL may commit a lower id later). */
   readonly id: number;

@@ -44,7 +44,10 @@ export function retryDelay(baseMs: number, n: number): number {
 }
 
 /** What a checkpoint save may write besides the checkpoint and status. */
-export type SaveExtras = Omit<SaveCheckpointRequest, 'fence' | 'checkpoint' | 'status' | 'renewLease'>;
+export type SaveExtras = Omit<
+  SaveCheckpointRequest,
+  'fence' | 'checkpoint' | 'storedMessages' | 'status' | 'renewLease'
+>;
 
 /**
  * Drives one run this process has claimed, step by step, from its checkpoint: call the model, make
@@ -64,6 +67,8 @@ export class RunDriver {
   readonly lease: Lease;
   #checkpoint: Checkpoint;
   #version: number;
+  /** How many of the conversation's messages the run holds (each save appends those past them). */
+  #storedMessages: number;
   /** This process wrote the pending calls just now (see `PlanContext.fresh`). */
   #fresh = false;
   /**
@@ -87,6 +92,7 @@ export class RunDriver {
     this.run = run;
     this.#checkpoint = run.checkpoint;
     this.#version = run.checkpointVersion;
+    this.#storedMessages = run.checkpoint.messages.length;
     this.#modelOutages = run.modelOutages;
     this.lease = new Lease({
       runs: options.ledger.store.runs,
@@ -172,6 +178,7 @@ export class RunDriver {
         checkpointVersion: this.#version,
       },
       checkpoint,
+      storedMessages: this.#storedMessages,
       status,
       ...merged,
     };
@@ -190,6 +197,7 @@ export class RunDriver {
     }
     this.#checkpoint = request.checkpoint;
     this.#version = version;
+    this.#storedMessages = request.checkpoint.messages.length;
     this.#fresh = false;
     this.#unsaved = undefined;
     if (request.modelAnswered === true) this.#modelOutages = 0;

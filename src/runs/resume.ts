@@ -1,7 +1,7 @@
 import { reconcileHookOf, reconcileRecord, type Ledger } from '../calls/index.js';
 import { errorInfo } from '../errors/index.js';
 import { isUnknownStatus, type ToolExecutionRecord } from '../ledger/index.js';
-import type { PendingCall, RunRecord } from '../run-state/index.js';
+import type { PendingCall, RunSummary } from '../run-state/index.js';
 import type { WaitingCursor, WaitingRun } from '../store/index.js';
 import type { Tool } from '../tools/index.js';
 
@@ -12,7 +12,7 @@ export interface Blockers {
 }
 
 /** A waiting run as the sweep reads it, or a whole run record. */
-type Waiting = WaitingRun | RunRecord;
+type Waiting = WaitingRun | RunSummary;
 
 function unheard(run: Waiting): readonly PendingCall[] {
   const pending = 'checkpoint' in run ? run.checkpoint.pending : run.pending;
@@ -48,7 +48,7 @@ function requeueFreed(ledger: Ledger, run: Waiting, status: WaitingStatus): Prom
  * status, so of several processes noticing at once one requeues it. True when this call did.
  */
 export async function resumeIfReady(ledger: Ledger, tenantId: string, runId: string): Promise<boolean> {
-  const run = await ledger.store.runs.get(tenantId, runId);
+  const run = await ledger.store.runs.summary(tenantId, runId);
   if (run === undefined || !isWaiting(run.status)) return false;
   if (holds(await blockersOf(ledger, run))) return false;
   return requeueFreed(ledger, run, run.status);

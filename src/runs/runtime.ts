@@ -24,7 +24,7 @@ import {
   type JsonValue,
   type ToolExecutionRecord,
 } from '../ledger/index.js';
-import type { ApprovalRecord, RunRecord } from '../run-state/index.js';
+import type { ApprovalRecord, RunRecord, RunSummary } from '../run-state/index.js';
 import { openStore, type CreateRunRequest, type Store, type WaitingCursor } from '../store/index.js';
 import type { Tool } from '../tools/index.js';
 import { decideApproval, type ApprovalDecision } from './decisions.js';
@@ -189,13 +189,18 @@ export class Runtime {
     return created;
   }
 
+  /** The run with its whole conversation (`checkpoint.messages`). */
   async getRun(tenantId: string, runId: string): Promise<RunRecord> {
     assertTenantId(tenantId);
     const run = isValidId(runId) ? await this.store.runs.get(tenantId, runId) : undefined;
-    if (run === undefined) {
-      throw new OncelyError('RUN_NOT_FOUND', `no run ${runId} in this tenant`, { details: { runId } });
-    }
-    return run;
+    return run ?? runNotFound(runId);
+  }
+
+  /** The run without its conversation: status, step, pending calls, lease; one row however long the run. */
+  async getRunSummary(tenantId: string, runId: string): Promise<RunSummary> {
+    assertTenantId(tenantId);
+    const run = isValidId(runId) ? await this.store.runs.summary(tenantId, runId) : undefined;
+    return run ?? runNotFound(runId);
   }
 
   /**
@@ -271,6 +276,7 @@ export class Runtime {
         checkpointVersion: run.checkpointVersion,
       },
       checkpoint: run.checkpoint,
+      storedMessages: run.checkpoint.messages.length,
       status: 'failed',
       error: error.toJSON(),
       reason: error.message,
@@ -496,4 +502,8 @@ function runInput(input: unknown): JsonValue {
     }
     throw error;
   }
+}
+
+function runNotFound(runId: string): never {
+  throw new OncelyError('RUN_NOT_FOUND', `no run ${runId} in this tenant`, { details: { runId } });
 }

@@ -6,10 +6,28 @@ import type {
   RunEvent,
   RunRecord,
   RunStatus,
+  RunSummary,
 } from '../run-state/index.js';
-import type { WaitingRun } from './run-store.js';
+import type { SaveCheckpointRequest, WaitingRun } from './run-store.js';
 
 type Time = string | Date;
+
+/** A run's columns, named (its conversation is in run_messages). */
+export const RUN_COLUMNS = `tenant_id, run_id, agent, status, input, step, pending, message_count, checkpoint_version,
+  lease_owner, lease_epoch, lease_expires_at, result, error, status_reason, created_at, updated_at, drive_attempts,
+  model_outages, last_error`;
+
+/** The messages a save appends: those past the ones the run holds already. */
+export function appendedMessages(request: SaveCheckpointRequest): readonly JsonValue[] {
+  const { messages } = request.checkpoint;
+  const stored = request.storedMessages;
+  if (!Number.isInteger(stored) || stored < 0 || stored > messages.length) {
+    throw new Error(
+      `a save says the run holds ${stored} of its ${messages.length} messages; a conversation only grows`,
+    );
+  }
+  return messages.slice(stored);
+}
 
 export interface RunRow {
   tenant_id: string;
@@ -17,7 +35,9 @@ export interface RunRow {
   agent: string;
   status: string;
   input: unknown;
-  checkpoint: unknown;
+  step: number | string;
+  pending: unknown;
+  message_count: number | string;
   checkpoint_version: number | string;
   lease_owner: string | null;
   lease_epoch: number | string;
@@ -65,14 +85,33 @@ function json<T>(value: unknown): T | null {
 const time = (value: Time): string => (typeof value === 'string' ? value : value.toISOString());
 const maybeTime = (value: Time | null): string | null => (value === null ? null : time(value));
 
-export function toRun(row: RunRow): RunRecord {
+/** A run row with its messages, in order (a JSON array, as the read aggregates them). */
+export type RunWithMessagesRow = RunRow & { messages: unknown };
+
+/**
+ * A run with its conversation: the row, and its messages as the read aggregated them or, for a run
+ * just written, as the caller wrote them.
+ */
+export function toRun(row: RunRow & { messages?: unknown }, messages?: readonly JsonValue[]): RunRecord {
+  const summary = toRunSummary(row);
+  const held = messages ?? json<JsonValue[]>(row.messages) ?? [];
+  if (held.length !== Number(row.message_count)) {
+    throw new Error(
+      `run ${row.run_id} holds ${row.message_count} messages but ${held.length} were read; its conversation is incomplete`,
+    );
+  }
+  return { ...summary, checkpoint: { ...summary.checkpoint, messages: [...held] } };
+}
+
+/** A run without its conversation (lists, the API, the sweep). */
+export function toRunSummary(row: RunRow): RunSummary {
   return {
     tenantId: row.tenant_id,
     runId: row.run_id,
     agent: row.agent,
     status: row.status as RunStatus,
     input: json<JsonValue>(row.input),
-    checkpoint: json<Checkpoint>(row.checkpoint) ?? { messages: [], step: 0, pending: null },
+    checkpoint: { step: Number(row.step), pending: json<Checkpoint['pending']>(row.pending) },
     checkpointVersion: Number(row.checkpoint_version),
     leaseOwner: row.lease_owner,
     leaseEpoch: Number(row.lease_epoch),

@@ -6,6 +6,7 @@ import type {
   RunEvent,
   RunRecord,
   RunStatus,
+  RunSummary,
 } from '../run-state/index.js';
 
 /** A waiting run as the sweep reads it: what it waits on (its pending calls), not its conversation. */
@@ -47,7 +48,17 @@ export interface RunEventInput {
 
 export interface SaveCheckpointRequest {
   readonly fence: RunFence;
+  /**
+   * The run's state after this save. Its conversation only grows: the first `storedMessages` of its
+   * messages are the ones the run already holds, and only the rest are written (appended, one row
+   * each); the step counter and the pending calls are written whole (they are the step's, not the run's).
+   */
   readonly checkpoint: Checkpoint;
+  /**
+   * How many of `checkpoint.messages` the run holds already (as it was claimed or last saved): part of
+   * the fence, so a save can never append at the wrong place.
+   */
+  readonly storedMessages: number;
   readonly status: CheckpointStatus;
   readonly result?: JsonValue | null;
   readonly error?: ErrorInfo | null;
@@ -111,8 +122,12 @@ export interface NewApproval {
 export interface RunStore {
   /** Inserts the run unless one with that id exists; returns the run that stands either way. */
   create(request: CreateRunRequest): Promise<{ created: boolean; run: RunRecord }>;
+  /** The run with its whole conversation (its messages read in order). */
   get(tenantId: string, runId: string): Promise<RunRecord | undefined>;
-  list(tenantId: string, filter: RunListFilter): Promise<RunRecord[]>;
+  /** The run without its conversation: one row, whatever the run's length. */
+  summary(tenantId: string, runId: string): Promise<RunSummary | undefined>;
+  /** A page of a tenant's runs, without their conversations. */
+  list(tenantId: string, filter: RunListFilter): Promise<RunSummary[]>;
   /**
    * Claims one run that is `queued`, or `running` with an expired lease (its driver died or froze):
    * status `running`, a new owner, `lease_epoch + 1`. Of two claimers exactly one wins. With
@@ -130,8 +145,8 @@ export interface RunStore {
   /** Extends the lease if this owner still holds it at this epoch; false means the lease is lost. */
   renewLease(fence: Omit<RunFence, 'checkpointVersion'>, owner: string, leaseMs: number): Promise<boolean>;
   /**
-   * Saves the checkpoint and status if the run is `running` at this epoch and checkpoint version;
-   * a final or waiting status releases the lease. Returns the new version, or undefined when fenced out.
+   * Saves the checkpoint and status if the run is `running` at this epoch, checkpoint version and
+   * message count (appending the new messages only); a final or waiting status releases the lease. Returns the new version, or undefined when fenced out.
    */
   saveCheckpoint(request: SaveCheckpointRequest): Promise<number | undefined>;
   /** Lets go of a running run at this epoch, queued again after a delay; false when fenced out. */

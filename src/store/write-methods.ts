@@ -38,6 +38,7 @@ export const WRITE_METHODS = {
 type LedgerReads = 'get' | 'getMany' | 'history' | 'list';
 type RunReads =
   | 'get'
+  | 'summary'
   | 'list'
   | 'listWaiting'
   | 'events'

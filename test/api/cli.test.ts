@@ -250,6 +250,7 @@ describe('the operator CLI against a running API', () => {
         checkpointVersion: claimed!.checkpointVersion,
       },
       checkpoint: claimed!.checkpoint,
+      storedMessages: claimed!.checkpoint.messages.length,
       status: 'failed',
       error: { code: 'MODEL_CALL_FAILED', message: 'the provider stayed down' },
       reason: 'the provider stayed down',

@@ -313,6 +313,7 @@ export async function seedDeadWorkerStep(
       step: 1,
       pending: { calls: pending },
     },
+    storedMessages: claimed.checkpoint.messages.length,
     status: 'running',
   });
   if (saved === undefined) throw new Error('could not save the seeded checkpoint');

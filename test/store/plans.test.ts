@@ -64,6 +64,7 @@ describe('generic plans of the hot statements (PostgreSQL)', () => {
       // Every hot statement runs once: a run of a step of two calls, a guarded call and its replay, a renewal.
       const { run } = await runtime.startRun({ tenantId: TENANT, agent: 'plans', input: 'go' });
       expect((await runtime.drive(TENANT, run.runId)).status).toBe('completed');
+      expect((await store.runs.summary(TENANT, run.runId))?.status).toBe('completed');
       const ledger = new Ledger(store, { actorId: 'plans' });
       const call = { tenantId: TENANT, runId: 'run_guarded', toolCallId: 'c1' };
       await executeToolCall(ledger, tool, { n: 1 }, call);
@@ -110,6 +111,7 @@ describe('generic plans of the hot statements (PostgreSQL)', () => {
         'oncely_reserve',
         'oncely_reserve_one',
         'oncely_reserve_step',
+        'oncely_run_summary',
         'oncely_save',
         'oncely_transition',
       ]),
@@ -118,9 +120,14 @@ describe('generic plans of the hot statements (PostgreSQL)', () => {
     await client.connect();
     try {
       await client.query(
-        `INSERT INTO runs (tenant_id, run_id, agent, status, input, checkpoint, checkpoint_version)
-         SELECT $1, 'run_' || g, 'plans', CASE WHEN g % 2 = 0 THEN 'running' ELSE 'completed' END, '{}', '{}', 1
+        `INSERT INTO runs (tenant_id, run_id, agent, status, input, checkpoint_version, message_count)
+         SELECT $1, 'run_' || g, 'plans', CASE WHEN g % 2 = 0 THEN 'running' ELSE 'completed' END, '{}', 1, 4
          FROM generate_series(1, $2) g`,
+        [TENANT, ROWS],
+      );
+      await client.query(
+        `INSERT INTO run_messages (tenant_id, run_id, idx, message)
+         SELECT $1, 'run_' || g, i, '{"role": "user", "content": "x"}' FROM generate_series(1, $2) g, generate_series(0, 3) i`,
         [TENANT, ROWS],
       );
       await client.query(
@@ -133,7 +140,7 @@ describe('generic plans of the hot statements (PostgreSQL)', () => {
       );
       const { rows: analyzed } = await client.query<{ n: string }>(
         `SELECT count(*) AS n FROM pg_stat_user_tables
-         WHERE relname IN ('runs', 'tool_executions') AND (last_analyze IS NOT NULL OR last_autoanalyze IS NOT NULL)`,
+         WHERE relname IN ('runs', 'tool_executions', 'run_messages') AND (last_analyze IS NOT NULL OR last_autoanalyze IS NOT NULL)`,
       );
       expect(Number(analyzed[0]?.n)).toBe(0);
       await client.query('SET plan_cache_mode = force_generic_plan');
@@ -151,7 +158,7 @@ describe('generic plans of the hot statements (PostgreSQL)', () => {
       for (const [name, read] of found) {
         for (const scan of read) {
           expect(`${name}: ${scan}`).toMatch(
-            /: Index Scan on (runs using runs_pkey|tool_executions using tool_executions_pkey)$/,
+            /: Index Scan on (runs using runs_pkey|tool_executions using tool_executions_pkey|run_messages using run_messages_pkey)$/,
           );
         }
       }
@@ -168,14 +175,15 @@ describe('generic plans of the hot statements (PostgreSQL)', () => {
       expect(scans(plan)).toEqual([
         'Index Scan on runs using runs_claim',
         'Index Scan on runs using runs_pkey',
+        'Index Scan on run_messages using run_messages_pkey',
       ]);
       expect(JSON.stringify(plan)).not.toContain('"Node Type":"Sort"');
       // A page of the sweep of waiting runs, over 5,000 waiting runs with statistics, first and after
       // a cursor: a range of runs_waiting in its order, no sort.
       await client.query(
-        `INSERT INTO runs (tenant_id, run_id, agent, status, input, checkpoint, checkpoint_version, updated_at)
+        `INSERT INTO runs (tenant_id, run_id, agent, status, input, checkpoint_version, updated_at)
          SELECT $1, 'waiting_' || g, 'plans',
-           CASE WHEN g % 2 = 0 THEN 'awaiting_approval' ELSE 'awaiting_reconciliation' END, '{}', '{}', 1,
+           CASE WHEN g % 2 = 0 THEN 'awaiting_approval' ELSE 'awaiting_reconciliation' END, '{}', 1,
            now() - make_interval(secs => g)
          FROM generate_series(1, $2) g`,
         [TENANT, ROWS],

@@ -101,6 +101,57 @@ describe.each(STORES)('run storage on %s', (name, open) => {
     expect(won[0]).toMatchObject({ status: 'running', leaseEpoch: 1 });
   });
 
+  it('appends only the new messages at each save; a save that does not start where the run ends writes nothing', async () => {
+    const run = await create();
+    const claimed = await store.runs.claim('t1', run.runId, 'w1', 30_000);
+    let fence = { tenantId: 't1', runId: run.runId, leaseEpoch: claimed!.leaseEpoch, checkpointVersion: 1 };
+    const messages: { role: string; content: string }[] = [];
+    for (let step = 1; step <= 3; step++) {
+      const before = messages.length;
+      messages.push(
+        { role: 'assistant', content: `step ${step}` },
+        { role: 'tool', content: `told ${step}` },
+      );
+      const checkpoint: Checkpoint = { messages: [...messages], step, pending: null };
+      const version = await store.runs.saveCheckpoint({
+        fence,
+        checkpoint,
+        storedMessages: before,
+        status: 'running',
+      });
+      expect(version).toBe(step + 1);
+      fence = { ...fence, checkpointVersion: version! };
+    }
+    const longer: Checkpoint = {
+      messages: [...messages, { role: 'user', content: 'more' }],
+      step: 4,
+      pending: null,
+    };
+    // One short of what the run holds, or one past it: the fence refuses, nothing is appended.
+    for (const stored of [messages.length - 1, messages.length + 1]) {
+      expect(
+        await second.runs.saveCheckpoint({
+          fence,
+          checkpoint: longer,
+          storedMessages: stored,
+          status: 'running',
+        }),
+      ).toBeUndefined();
+    }
+    const now = await store.runs.get('t1', run.runId);
+    expect(now?.checkpointVersion).toBe(4);
+    expect(now?.checkpoint.messages).toEqual(messages);
+    // A save that claims more than its own messages is a caller's mistake, refused before writing.
+    await expect(
+      store.runs.saveCheckpoint({ fence, checkpoint: EMPTY, storedMessages: 1, status: 'running' }),
+    ).rejects.toThrow(/conversation only grows/);
+    // Lists, the summary and the sweep carry the step and pending calls, never the conversation.
+    const summary = await store.runs.summary('t1', run.runId);
+    expect(summary?.checkpoint).toEqual({ step: 3, pending: null });
+    const listed = (await store.runs.list('t1', { limit: 1_000 })).find((r) => r.runId === run.runId);
+    expect(listed?.checkpoint).toEqual({ step: 3, pending: null });
+  });
+
   it('fences a stale epoch and a stale checkpoint version out of every write', async () => {
     const run = await create();
     const a = await store.runs.claim('t1', run.runId, 'w1', 1);
@@ -110,12 +161,18 @@ describe.each(STORES)('run storage on %s', (name, open) => {
     expect(b?.leaseEpoch).toBe(2);
     const stale = { tenantId: 't1', runId: run.runId, leaseEpoch: 1, checkpointVersion: 1 };
     const checkpoint: Checkpoint = { messages: [{ role: 'user', content: 'stale' }], step: 1, pending: null };
-    expect(await store.runs.saveCheckpoint({ fence: stale, checkpoint, status: 'running' })).toBeUndefined();
+    expect(
+      await store.runs.saveCheckpoint({ fence: stale, checkpoint, storedMessages: 0, status: 'running' }),
+    ).toBeUndefined();
     expect(await store.runs.renewLease(stale, 'w1', 30_000)).toBe(false);
     const fresh = { ...stale, leaseEpoch: 2 };
-    expect(await second.runs.saveCheckpoint({ fence: fresh, checkpoint, status: 'running' })).toBe(2);
+    expect(
+      await second.runs.saveCheckpoint({ fence: fresh, checkpoint, storedMessages: 0, status: 'running' }),
+    ).toBe(2);
     // The same version again is stale now.
-    expect(await second.runs.saveCheckpoint({ fence: fresh, checkpoint, status: 'running' })).toBeUndefined();
+    expect(
+      await second.runs.saveCheckpoint({ fence: fresh, checkpoint, storedMessages: 0, status: 'running' }),
+    ).toBeUndefined();
     const now = await store.runs.get('t1', run.runId);
     expect(now).toMatchObject({ checkpointVersion: 2, leaseEpoch: 2, leaseOwner: 'w2' });
     expect(now?.checkpoint.messages).toEqual([{ role: 'user', content: 'stale' }]);
@@ -134,12 +191,24 @@ describe.each(STORES)('run storage on %s', (name, open) => {
     // Another owner name under the same epoch renews nothing and saves nothing.
     const other = { owner: 'w9', leaseMs: 60_000 };
     expect(
-      await store.runs.saveCheckpoint({ fence, checkpoint, status: 'running', renewLease: other }),
+      await store.runs.saveCheckpoint({
+        fence,
+        checkpoint,
+        storedMessages: 0,
+        status: 'running',
+        renewLease: other,
+      }),
     ).toBeUndefined();
     const mine = { owner: 'w1', leaseMs: 60_000 };
-    expect(await store.runs.saveCheckpoint({ fence, checkpoint, status: 'running', renewLease: mine })).toBe(
-      2,
-    );
+    expect(
+      await store.runs.saveCheckpoint({
+        fence,
+        checkpoint,
+        storedMessages: 0,
+        status: 'running',
+        renewLease: mine,
+      }),
+    ).toBe(2);
     const saved = await store.runs.get('t1', run.runId);
     expect(saved?.checkpoint.messages).toEqual([{ role: 'user', content: 'renewed' }]);
     expect(Date.parse(saved!.leaseExpiresAt!) - before).toBeGreaterThan(50_000);
@@ -150,7 +219,8 @@ describe.each(STORES)('run storage on %s', (name, open) => {
     expect(
       await store.runs.saveCheckpoint({
         fence: next,
-        checkpoint: EMPTY,
+        checkpoint,
+        storedMessages: 1,
         status: 'running',
         renewLease: mine,
       }),
@@ -170,6 +240,7 @@ describe.each(STORES)('run storage on %s', (name, open) => {
     const saved = await store.runs.saveCheckpoint({
       fence,
       checkpoint: EMPTY,
+      storedMessages: 0,
       status: 'awaiting_reconciliation',
       reason: 'call run:c1 is unknown',
       events: [{ type: 'run.status', data: { status: 'awaiting_reconciliation' } }],
@@ -212,9 +283,14 @@ describe.each(STORES)('run storage on %s', (name, open) => {
         leaseEpoch: claimed?.leaseEpoch ?? -1,
         checkpointVersion: 1,
       };
-      expect(await store.runs.saveCheckpoint({ fence, checkpoint: EMPTY, status: 'awaiting_approval' })).toBe(
-        2,
-      );
+      expect(
+        await store.runs.saveCheckpoint({
+          fence,
+          checkpoint: EMPTY,
+          storedMessages: 0,
+          status: 'awaiting_approval',
+        }),
+      ).toBe(2);
       waiting.push(run.runId);
     }
     const seen: string[] = [];
@@ -252,7 +328,7 @@ describe.each(STORES)('run storage on %s', (name, open) => {
       checkpointVersion: 1,
     };
     expect(
-      await store.runs.saveCheckpoint({ fence, checkpoint: EMPTY, status: 'completed' }),
+      await store.runs.saveCheckpoint({ fence, checkpoint: EMPTY, storedMessages: 0, status: 'completed' }),
     ).toBeUndefined();
     expect(await store.runs.cancel('t1', run.runId, 'again', 'ops-a')).toBeUndefined();
   });
@@ -344,7 +420,11 @@ describe.each(STORES)('run storage on %s', (name, open) => {
       step: 1,
       pending: { calls: [] },
     };
-    const told: Checkpoint = { messages: [{ role: 'user', content: 'told' }], step: 1, pending: null };
+    const told: Checkpoint = {
+      messages: [...response.messages, { role: 'tool', content: 'told' }],
+      step: 1,
+      pending: null,
+    };
     const completedBy = (record: ToolExecutionRecord): TransitionRequest => ({
       tenantId: 't1',
       idempotencyKey: record.idempotencyKey,
@@ -372,6 +452,7 @@ describe.each(STORES)('run storage on %s', (name, open) => {
         save: {
           fence,
           checkpoint: response,
+          storedMessages: 0,
           status: 'running',
           events: [{ type: 'model.response', data: { step: 1 } }],
           renewLease: { owner: 'w1', leaseMs: 30_000 },
@@ -396,6 +477,7 @@ describe.each(STORES)('run storage on %s', (name, open) => {
         save: {
           fence,
           checkpoint: response,
+          storedMessages: 0,
           status: 'running',
           renewLease: { owner: 'w1', leaseMs: 30_000 },
         },
@@ -432,7 +514,13 @@ describe.each(STORES)('run storage on %s', (name, open) => {
         [fence, 'someone-else'],
       ] as const) {
         const step = await store.reserveStep({
-          save: { fence: f, checkpoint: response, status: 'running', renewLease: { owner, leaseMs: 30_000 } },
+          save: {
+            fence: f,
+            checkpoint: response,
+            storedMessages: 0,
+            status: 'running',
+            renewLease: { owner, leaseMs: 30_000 },
+          },
           reservations: [reservation(run.runId, 'c1')],
           actor,
         });
@@ -447,7 +535,13 @@ describe.each(STORES)('run storage on %s', (name, open) => {
       const records = step!.reservations.map((r) => r.record);
       const recorded = await store.recordStep({
         transitions: records.map(completedBy),
-        save: { fence, checkpoint: told, status: 'running', events: [{ type: 'tool.settled', data: {} }] },
+        save: {
+          fence,
+          checkpoint: told,
+          storedMessages: 1,
+          status: 'running',
+          events: [{ type: 'tool.settled', data: {} }],
+        },
       });
       expect(recorded.version).toBe(3);
       expect(recorded.results.map((r) => [r.applied, r.record?.status, r.record?.result])).toEqual([
@@ -477,7 +571,7 @@ describe.each(STORES)('run storage on %s', (name, open) => {
       });
       const recorded = await store.recordStep({
         transitions: [completedBy(first), completedBy(second)],
-        save: { fence, checkpoint: told, status: 'running' },
+        save: { fence, checkpoint: told, storedMessages: 1, status: 'running' },
       });
       expect(recorded.version).toBeNull();
       expect(recorded.results[0]).toMatchObject({ applied: true, record: { status: 'completed' } });
@@ -496,7 +590,12 @@ describe.each(STORES)('run storage on %s', (name, open) => {
       const record = step!.reservations[0]!.record;
       const recorded = await store.recordStep({
         transitions: [completedBy(record)],
-        save: { fence: { ...fence, leaseEpoch: fence.leaseEpoch + 1 }, checkpoint: told, status: 'running' },
+        save: {
+          fence: { ...fence, leaseEpoch: fence.leaseEpoch + 1 },
+          checkpoint: told,
+          storedMessages: 1,
+          status: 'running',
+        },
       });
       expect(recorded.version).toBeUndefined();
       expect(recorded.results[0]).toMatchObject({ applied: true, record: { status: 'completed' } });
@@ -508,7 +607,7 @@ describe.each(STORES)('run storage on %s', (name, open) => {
       const { fence } = await reservedStep(1);
       const recorded = await store.recordStep({
         transitions: [],
-        save: { fence, checkpoint: told, status: 'running' },
+        save: { fence, checkpoint: told, storedMessages: 1, status: 'running' },
       });
       expect(recorded).toEqual({ results: [], version: 3 });
     });

@@ -46,7 +46,7 @@ export function runEventRoutes(app: ApiApp, ctx: ApiContext): void {
     const key = principal(request);
     const { tenantId } = key;
     const { run_id: runId } = request.params;
-    await ctx.runtime.getRun(tenantId, runId); // 404 before the stream starts
+    await ctx.runtime.getRunSummary(tenantId, runId); // 404 before the stream starts
     const header = request.headers['last-event-id'];
     const after = request.query.after ?? (header === undefined ? 0 : Number(header));
     const release = admitStream(ctx, key.keyId);
@@ -126,7 +126,7 @@ async function* eventLines(
       }
     }
     // Status first: a final status's own event is written with it, so it is in the read that follows.
-    const run = await store.runs.get(at.tenantId, at.runId);
+    const run = await store.runs.summary(at.tenantId, at.runId);
     const events = await store.runs.events(at.tenantId, at.runId, last, BATCH);
     for (const event of events) {
       last = event.seq;

@@ -126,7 +126,7 @@ function showRoute(app: ApiApp, ctx: ApiContext): void {
     },
     async (request) => {
       const { tenantId } = principal(request);
-      return toRun(await ctx.runtime.getRun(tenantId, request.params.run_id));
+      return toRun(await ctx.runtime.getRunSummary(tenantId, request.params.run_id));
     },
   );
 }

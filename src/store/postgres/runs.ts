@@ -5,6 +5,7 @@ import {
   type RunEvent,
   type RunRecord,
   type RunStatus,
+  type RunSummary,
 } from '../../run-state/index.js';
 import type {
   ApprovalListFilter,
@@ -21,12 +22,16 @@ import type {
 import {
   releasesLease,
   toApproval,
+  appendedMessages,
+  RUN_COLUMNS,
   toRun,
   toRunEvent,
+  toRunSummary,
   toWaiting,
   type ApprovalRow,
   type RunEventRow,
   type RunRow,
+  type RunWithMessagesRow,
   type WaitingRow,
 } from '../run-rows.js';
 import { encodeJson } from '../rows.js';
@@ -46,6 +51,15 @@ const CLAIM_SET = `status = 'running', lease_owner = $1, lease_epoch = lease_epo
   lease_expires_at = oncely_now() + make_interval(secs => $2::double precision / 1000), updated_at = oncely_now(),
   drive_attempts = drive_attempts + 1, event_seq = event_seq + 1`;
 
+/**
+ * The conversation of the run `alias` names, its messages in order as one JSON array: a range of
+ * run_messages' primary key.
+ */
+export function messagesOf(alias: string): string {
+  return `(SELECT COALESCE(json_agg(m.message ORDER BY m.idx), '[]'::json) FROM run_messages m
+    WHERE m.tenant_id = ${alias}.tenant_id AND m.run_id = ${alias}.run_id) AS messages`;
+}
+
 /** The run claimable the longest, skipping rows another claimer has locked: one winner per run. */
 const CLAIMED_EVENT = `
 , ev AS (
@@ -53,7 +67,7 @@ const CLAIMED_EVENT = `
   SELECT tenant_id, run_id, event_seq, 'run.claimed',
     jsonb_build_object('owner', lease_owner, 'epoch', lease_epoch, 'driveAttempt', drive_attempts) FROM u
 )
-SELECT * FROM u`;
+SELECT u.*, ${messagesOf('u')} FROM u`;
 
 const CLAIM_NEXT = `
 WITH u AS (
@@ -72,22 +86,30 @@ WITH u AS (
   RETURNING *
 )${CLAIMED_EVENT}`;
 
-const GET = `SELECT * FROM runs WHERE tenant_id = $1 AND run_id = $2`;
+const GET = `SELECT r.*, ${messagesOf('r')} FROM runs r WHERE tenant_id = $1 AND run_id = $2`;
+
+const SUMMARY = `SELECT ${RUN_COLUMNS} FROM runs WHERE tenant_id = $1 AND run_id = $2`;
 
 const RENEW = `
 UPDATE runs SET lease_expires_at = oncely_now() + make_interval(secs => $5::double precision / 1000)
 WHERE tenant_id = $1 AND run_id = $2 AND lease_epoch = $3 AND lease_owner = $4 AND status = 'running'
   AND lease_expires_at > oncely_now()`;
 
+/** How many parameters SAVE's common table expressions take (`saveParams`). */
+export const SAVE_PARAMS = 18;
+
 /**
- * A checkpoint saved under the fence (epoch and version), with its events, and the lease renewed when
- * asked: SAVE's common table expressions (saved, saved_ev), with parameters from `$at`; `also` adds a
- * condition to the fence (a step's outcomes all applied).
+ * A checkpoint saved under the fence (epoch, version and message count), with its new messages
+ * appended and its events, and the lease renewed when asked: SAVE's common table expressions (saved,
+ * saved_msg, saved_ev), with parameters from `$at`; `also` adds a condition to the fence (a step's
+ * outcomes all applied).
  */
 export function saveCtes(at: number, also = ''): string {
   const p = numbered(at);
   return `saved AS (
-  UPDATE runs SET checkpoint = ${p(5)}::jsonb, checkpoint_version = checkpoint_version + 1, status = ${p(6)},
+  UPDATE runs SET pending = ${p(5)}::jsonb, step = ${p(16)}::integer,
+    message_count = message_count + cardinality(${p(17)}::jsonb[]),
+    checkpoint_version = checkpoint_version + 1, status = ${p(6)},
     result = COALESCE(${p(7)}::jsonb, result), error = ${p(8)}::jsonb, status_reason = ${p(9)}, updated_at = oncely_now(),
     lease_owner = CASE WHEN ${p(10)} THEN NULL ELSE lease_owner END,
     lease_expires_at = CASE WHEN ${p(10)} THEN NULL
@@ -97,8 +119,13 @@ export function saveCtes(at: number, also = ''): string {
     model_outages = CASE WHEN ${p(13)} THEN 0 ELSE model_outages END,
     event_seq = event_seq + cardinality(${p(11)}::text[])
   WHERE tenant_id = ${p(1)} AND run_id = ${p(2)} AND lease_epoch = ${p(3)} AND checkpoint_version = ${p(4)} AND status = 'running'
+    AND message_count = ${p(18)}::integer
     AND (${p(14)}::text IS NULL OR (lease_owner = ${p(14)} AND lease_expires_at > oncely_now()))${also}
   RETURNING tenant_id, run_id, checkpoint_version, event_seq
+), saved_msg AS (
+  INSERT INTO run_messages (tenant_id, run_id, idx, message)
+  SELECT saved.tenant_id, saved.run_id, ${p(18)}::integer + m.n - 1, m.message
+  FROM saved, unnest(${p(17)}::jsonb[]) WITH ORDINALITY AS m(message, n)
 ), saved_ev AS (
   INSERT INTO run_events (tenant_id, run_id, seq, type, data)
   SELECT saved.tenant_id, saved.run_id, saved.event_seq - cardinality(${p(11)}::text[]) + e.n, e.type, e.data
@@ -112,14 +139,14 @@ SELECT checkpoint_version FROM saved`;
 
 /** SAVE's parameters. */
 export function saveParams(request: SaveCheckpointRequest): unknown[] {
-  const { fence } = request;
+  const { fence, checkpoint } = request;
   const events = request.events ?? [];
   return [
     fence.tenantId,
     fence.runId,
     fence.leaseEpoch,
     fence.checkpointVersion,
-    encodeJson(request.checkpoint),
+    encodeJson(checkpoint.pending),
     request.status,
     encodeJson(request.result ?? null),
     encodeJson(request.error ?? null),
@@ -130,20 +157,30 @@ export function saveParams(request: SaveCheckpointRequest): unknown[] {
     request.modelAnswered === true,
     request.renewLease?.owner ?? null,
     request.renewLease?.leaseMs ?? null,
+    checkpoint.step,
+    appendedMessages(request).map((m) => JSON.stringify(m)),
+    request.storedMessages,
   ];
 }
 
-/** A new run, `queued`; or, with an owner ($6), already claimed by it (as CLAIM leaves a run). */
+/**
+ * A new run, `queued`; or, with an owner ($6), already claimed by it (as CLAIM leaves a run). Its
+ * first messages ($5) are appended with it.
+ */
 const CREATE = `
 WITH ins AS (
-  INSERT INTO runs (tenant_id, run_id, agent, status, input, checkpoint, checkpoint_version, event_seq,
-    lease_owner, lease_epoch, lease_expires_at, drive_attempts)
-  SELECT $1, $2, $3, CASE WHEN $6::text IS NULL THEN 'queued' ELSE 'running' END, $4::jsonb, $5::jsonb, 1,
+  INSERT INTO runs (tenant_id, run_id, agent, status, input, step, pending, message_count, checkpoint_version,
+    event_seq, lease_owner, lease_epoch, lease_expires_at, drive_attempts)
+  SELECT $1, $2, $3, CASE WHEN $6::text IS NULL THEN 'queued' ELSE 'running' END, $4::jsonb, $8::integer,
+    $9::jsonb, cardinality($5::jsonb[]), 1,
     CASE WHEN $6::text IS NULL THEN 1 ELSE 2 END, $6, CASE WHEN $6::text IS NULL THEN 0 ELSE 1 END,
     CASE WHEN $6::text IS NULL THEN NULL ELSE oncely_now() + make_interval(secs => $7::double precision / 1000) END,
     CASE WHEN $6::text IS NULL THEN 0 ELSE 1 END
   ON CONFLICT (tenant_id, run_id) DO NOTHING
   RETURNING *
+), msg AS (
+  INSERT INTO run_messages (tenant_id, run_id, idx, message)
+  SELECT ins.tenant_id, ins.run_id, m.n - 1, m.message FROM ins, unnest($5::jsonb[]) WITH ORDINALITY AS m(message, n)
 ), ev AS (
   INSERT INTO run_events (tenant_id, run_id, seq, type, data)
   SELECT tenant_id, run_id, 1, 'run.created', jsonb_build_object('agent', agent, 'status', 'queued') FROM ins
@@ -176,7 +213,7 @@ WITH u AS (
   INSERT INTO run_events (tenant_id, run_id, seq, type, data)
   SELECT tenant_id, run_id, event_seq, 'run.status', jsonb_build_object('status', 'cancelled', 'reason', $3::text, 'actor', $5::text) FROM u
 )
-SELECT * FROM u`;
+SELECT u.*, ${messagesOf('u')} FROM u`;
 
 /** A driver lets go of a running run at its epoch; claimable again after the delay. */
 const RELEASE = `
@@ -209,7 +246,7 @@ WITH u AS (
   SELECT tenant_id, run_id, event_seq, 'run.status',
     jsonb_build_object('status', 'queued', 'reason', $3::text, 'actor', $4::text, 'retry', true) FROM u
 )
-SELECT * FROM u`;
+SELECT u.*, ${messagesOf('u')} FROM u`;
 
 const APPEND_EVENT = `
 WITH r AS (
@@ -221,7 +258,7 @@ INSERT INTO run_events (tenant_id, run_id, seq, type, data) SELECT $1, $2, event
  * A page of the runs waiting in one status, after a cursor: a range of runs_waiting (schema 0006), in
  * its order. Planned for its values (the status picks the partial index), not prepared.
  */
-export const LIST_WAITING = `SELECT tenant_id, run_id, status, updated_at, checkpoint->'pending' AS pending
+export const LIST_WAITING = `SELECT tenant_id, run_id, status, updated_at, pending
 FROM runs WHERE status = $1
   AND ($3::timestamptz IS NULL OR (updated_at, tenant_id, run_id) > ($3::timestamptz, $4, $5))
 ORDER BY updated_at, tenant_id, run_id LIMIT $2`;
@@ -270,22 +307,32 @@ export class PostgresRuns implements RunStore {
       request.runId,
       request.agent,
       encodeJson(request.input),
-      encodeJson(request.checkpoint),
+      request.checkpoint.messages.map((m) => JSON.stringify(m)),
       request.claim?.owner ?? null,
       request.claim?.leaseMs ?? null,
+      request.checkpoint.step,
+      encodeJson(request.checkpoint.pending),
     ]);
-    if (rows[0] !== undefined) return { created: true, run: toRun(rows[0]) };
+    if (rows[0] !== undefined) return { created: true, run: toRun(rows[0], request.checkpoint.messages) };
     const run = await this.get(request.tenantId, request.runId);
     if (run === undefined) throw new Error(`run ${request.runId} neither created nor found`);
     return { created: false, run };
   }
 
   async get(tenantId: string, runId: string): Promise<RunRecord | undefined> {
-    const { rows } = await this.db.query<RunRow>(prepared('oncely_get_run', GET), [tenantId, runId]);
+    const { rows } = await this.db.query<RunWithMessagesRow>(prepared('oncely_get_run', GET), [
+      tenantId,
+      runId,
+    ]);
     return rows[0] === undefined ? undefined : toRun(rows[0]);
   }
 
-  async list(tenantId: string, filter: RunListFilter): Promise<RunRecord[]> {
+  async summary(tenantId: string, runId: string): Promise<RunSummary | undefined> {
+    const { rows } = await this.db.query<RunRow>(prepared('oncely_run_summary', SUMMARY), [tenantId, runId]);
+    return rows[0] === undefined ? undefined : toRunSummary(rows[0]);
+  }
+
+  async list(tenantId: string, filter: RunListFilter): Promise<RunSummary[]> {
     const params: unknown[] = [tenantId];
     const where = ['tenant_id = $1'];
     if (filter.statuses !== undefined) {
@@ -302,10 +349,10 @@ export class PostgresRuns implements RunStore {
     }
     params.push(filter.limit);
     const { rows } = await this.db.query<RunRow>(
-      `SELECT * FROM runs WHERE ${where.join(' AND ')} ORDER BY created_at, run_id LIMIT $${params.length}`,
+      `SELECT ${RUN_COLUMNS} FROM runs WHERE ${where.join(' AND ')} ORDER BY created_at, run_id LIMIT $${params.length}`,
       params,
     );
-    return rows.map(toRun);
+    return rows.map(toRunSummary);
   }
 
   async claimNext(
@@ -313,7 +360,7 @@ export class PostgresRuns implements RunStore {
     leaseMs: number,
     agents?: readonly string[],
   ): Promise<RunRecord | undefined> {
-    const { rows } = await this.db.query<RunRow>(prepared('oncely_claim_next', CLAIM_NEXT), [
+    const { rows } = await this.db.query<RunWithMessagesRow>(prepared('oncely_claim_next', CLAIM_NEXT), [
       owner,
       leaseMs,
       agents ?? null,
@@ -328,7 +375,7 @@ export class PostgresRuns implements RunStore {
     leaseMs: number,
     agents?: readonly string[],
   ): Promise<RunRecord | undefined> {
-    const { rows } = await this.db.query<RunRow>(prepared('oncely_claim', CLAIM), [
+    const { rows } = await this.db.query<RunWithMessagesRow>(prepared('oncely_claim', CLAIM), [
       owner,
       leaseMs,
       tenantId,
@@ -381,7 +428,7 @@ export class PostgresRuns implements RunStore {
     reason: string,
     actorId: string,
   ): Promise<RunRecord | undefined> {
-    const { rows } = await this.db.query<RunRow>(RETRY, [tenantId, runId, reason, actorId]);
+    const { rows } = await this.db.query<RunWithMessagesRow>(RETRY, [tenantId, runId, reason, actorId]);
     return rows[0] === undefined ? undefined : toRun(rows[0]);
   }
 
@@ -401,7 +448,7 @@ export class PostgresRuns implements RunStore {
     reason: string,
     actorId: string,
   ): Promise<RunRecord | undefined> {
-    const { rows } = await this.db.query<RunRow>(CANCEL, [
+    const { rows } = await this.db.query<RunWithMessagesRow>(CANCEL, [
       tenantId,
       runId,
       reason,

@@ -16,7 +16,7 @@ import {
   type Queryable,
 } from './ledger.js';
 import { prepared } from './prepared.js';
-import { saveCtes, saveParams } from './runs.js';
+import { SAVE_PARAMS, saveCtes, saveParams } from './runs.js';
 
 /*
  * A run-loop step's two writes, each one statement: a round trip and a commit, where a transaction of
@@ -26,11 +26,11 @@ import { saveCtes, saveParams } from './runs.js';
  */
 
 /** The response's checkpoint saved (fenced, the lease renewed), then its calls reserved, only if saved. */
-const RESERVE_STEP = `WITH ${saveCtes(1)}, ${reserveCtes(16, 'EXISTS (SELECT 1 FROM saved)')}
+const RESERVE_STEP = `WITH ${saveCtes(1)}, ${reserveCtes(SAVE_PARAMS + 1, 'EXISTS (SELECT 1 FROM saved)')}
 SELECT saved.checkpoint_version AS step_version, up.* FROM saved LEFT JOIN up ON true`;
 
 /** The step's outcomes, then the checkpoint that tells them, saved only if every outcome applied. */
-const RECORD_STEP = `WITH ${transitionsCtes(1)}, ${saveCtes(17, ' AND (SELECT count(*) FROM u) = $32')}
+const RECORD_STEP = `WITH ${transitionsCtes(1)}, ${saveCtes(17, ` AND (SELECT count(*) FROM u) = $${17 + SAVE_PARAMS}`)}
 SELECT (SELECT checkpoint_version FROM saved) AS step_version, u.*
 FROM (VALUES (1)) AS one (x) LEFT JOIN u ON true`;
 

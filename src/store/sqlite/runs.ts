@@ -6,6 +6,7 @@ import {
   type RunEvent,
   type RunRecord,
   type RunStatus,
+  type RunSummary,
 } from '../../run-state/index.js';
 import type {
   ApprovalListFilter,
@@ -20,10 +21,13 @@ import type {
   WaitingRun,
 } from '../run-store.js';
 import {
+  appendedMessages,
   releasesLease,
+  RUN_COLUMNS,
   toApproval,
   toRun,
   toRunEvent,
+  toRunSummary,
   toWaiting,
   type ApprovalRow,
   type RunEventRow,
@@ -62,8 +66,27 @@ export class SqliteRuns implements RunStore {
 
   private row(tenantId: string, runId: string): RunRow | undefined {
     return this.db
-      .prepare<[string, string], RunRow>('SELECT * FROM runs WHERE tenant_id = ? AND run_id = ?')
+      .prepare<[string, string], RunRow>(`SELECT ${RUN_COLUMNS} FROM runs WHERE tenant_id = ? AND run_id = ?`)
       .get(tenantId, runId);
+  }
+
+  /** The run of this row with its conversation, read in order (inside the caller's transaction). */
+  private withMessages(row: RunRow): RunRecord {
+    const messages = this.db
+      .prepare<[string, string], { message: string }>(
+        'SELECT message FROM run_messages WHERE tenant_id = ? AND run_id = ? ORDER BY idx',
+      )
+      .all(row.tenant_id, row.run_id)
+      .map((m) => JSON.parse(m.message) as JsonValue);
+    return toRun(row, messages);
+  }
+
+  /** Appends messages to a run's conversation from position `from` (inside the caller's transaction). */
+  private append(tenantId: string, runId: string, from: number, messages: readonly JsonValue[]): void {
+    const insert = this.db.prepare(
+      'INSERT INTO run_messages (tenant_id, run_id, idx, message) VALUES (?, ?, ?, ?)',
+    );
+    messages.forEach((m, i) => insert.run(tenantId, runId, from + i, JSON.stringify(m)));
   }
 
   create(request: CreateRunRequest): Promise<{ created: boolean; run: RunRecord }> {
@@ -72,19 +95,23 @@ export class SqliteRuns implements RunStore {
         const at = now();
         const inserted = this.db
           .prepare<[Record<string, unknown>], RunRow>(
-            `INSERT INTO runs (tenant_id, run_id, agent, status, input, checkpoint, checkpoint_version, created_at, updated_at)
-             VALUES (@tenantId, @runId, @agent, 'queued', @input, @checkpoint, 1, @at, @at)
-             ON CONFLICT (tenant_id, run_id) DO NOTHING RETURNING *`,
+            `INSERT INTO runs (tenant_id, run_id, agent, status, input, step, pending, message_count,
+               checkpoint_version, created_at, updated_at)
+             VALUES (@tenantId, @runId, @agent, 'queued', @input, @step, @pending, @messageCount, 1, @at, @at)
+             ON CONFLICT (tenant_id, run_id) DO NOTHING RETURNING ${RUN_COLUMNS}`,
           )
           .get({
             tenantId: request.tenantId,
             runId: request.runId,
             agent: request.agent,
             input: encodeJson(request.input),
-            checkpoint: encodeJson(request.checkpoint),
+            step: request.checkpoint.step,
+            pending: encodeJson(request.checkpoint.pending),
+            messageCount: request.checkpoint.messages.length,
             at,
           });
         if (inserted !== undefined) {
+          this.append(request.tenantId, request.runId, 0, request.checkpoint.messages);
           this.event(
             request.tenantId,
             request.runId,
@@ -92,7 +119,9 @@ export class SqliteRuns implements RunStore {
             { agent: request.agent, status: 'queued' },
             at,
           );
-          if (request.claim === undefined) return { created: true, run: toRun(inserted) };
+          if (request.claim === undefined) {
+            return { created: true, run: toRun(inserted, request.checkpoint.messages) };
+          }
           // Claimed in the same transaction, as `claim` claims it.
           const { owner, leaseMs } = request.claim;
           const claimed = this.claimSync(request.tenantId, request.runId, owner, leaseMs, undefined, at);
@@ -101,19 +130,28 @@ export class SqliteRuns implements RunStore {
         }
         const existing = this.row(request.tenantId, request.runId);
         if (existing === undefined) throw new Error(`run ${request.runId} neither created nor found`);
-        return { created: false, run: toRun(existing) };
+        return { created: false, run: this.withMessages(existing) };
       })(),
     );
   }
 
   get(tenantId: string, runId: string): Promise<RunRecord | undefined> {
+    return settle(() =>
+      this.db.transaction(() => {
+        const row = this.row(tenantId, runId);
+        return row === undefined ? undefined : this.withMessages(row);
+      })(),
+    );
+  }
+
+  summary(tenantId: string, runId: string): Promise<RunSummary | undefined> {
     return settle(() => {
       const row = this.row(tenantId, runId);
-      return row === undefined ? undefined : toRun(row);
+      return row === undefined ? undefined : toRunSummary(row);
     });
   }
 
-  list(tenantId: string, filter: RunListFilter): Promise<RunRecord[]> {
+  list(tenantId: string, filter: RunListFilter): Promise<RunSummary[]> {
     return settle(() => {
       const where = ['tenant_id = @tenantId'];
       const params: Record<string, unknown> = { tenantId, limit: filter.limit };
@@ -132,10 +170,10 @@ export class SqliteRuns implements RunStore {
       }
       return this.db
         .prepare<[Record<string, unknown>], RunRow>(
-          `SELECT * FROM runs WHERE ${where.join(' AND ')} ORDER BY created_at, run_id LIMIT @limit`,
+          `SELECT ${RUN_COLUMNS} FROM runs WHERE ${where.join(' AND ')} ORDER BY created_at, run_id LIMIT @limit`,
         )
         .all(params)
-        .map(toRun);
+        .map(toRunSummary);
     });
   }
 
@@ -154,7 +192,7 @@ export class SqliteRuns implements RunStore {
               `UPDATE runs SET ${CLAIM_SET} WHERE rowid = (
                  SELECT rowid FROM runs WHERE ${CLAIMABLE}
                    AND (@agents IS NULL OR agent IN (SELECT value FROM json_each(@agents)))
-                 ORDER BY ${CLAIMABLE_FROM} LIMIT 1) RETURNING *`,
+                 ORDER BY ${CLAIMABLE_FROM} LIMIT 1) RETURNING ${RUN_COLUMNS}`,
             )
             .get(params);
           return row === undefined ? undefined : this.claimed(row, params.now);
@@ -187,7 +225,7 @@ export class SqliteRuns implements RunStore {
     const row = this.db
       .prepare<[Record<string, unknown>], RunRow>(
         `UPDATE runs SET ${CLAIM_SET} WHERE tenant_id = @tenantId AND run_id = @runId AND ${CLAIMABLE}
-           AND (@agents IS NULL OR agent IN (SELECT value FROM json_each(@agents))) RETURNING *`,
+           AND (@agents IS NULL OR agent IN (SELECT value FROM json_each(@agents))) RETURNING ${RUN_COLUMNS}`,
       )
       .get({
         owner,
@@ -201,7 +239,7 @@ export class SqliteRuns implements RunStore {
   }
 
   private claimed(row: RunRow, at: string): RunRecord {
-    const run = toRun(row);
+    const run = this.withMessages(row);
     this.event(
       run.tenantId,
       run.runId,
@@ -233,17 +271,19 @@ export class SqliteRuns implements RunStore {
         const at = now();
         const { fence } = request;
         const renew = request.renewLease;
+        const appended = appendedMessages(request);
         if (renew !== undefined && !this.renewSync(fence, renew.owner, renew.leaseMs)) return undefined;
         const row = this.db
           .prepare<[Record<string, unknown>], { checkpoint_version: number }>(
-            `UPDATE runs SET checkpoint = @checkpoint, checkpoint_version = checkpoint_version + 1, status = @status,
+            `UPDATE runs SET pending = @pending, step = @step, message_count = message_count + @appended,
+               checkpoint_version = checkpoint_version + 1, status = @status,
                result = COALESCE(@result, result), error = @error, status_reason = @reason, updated_at = @at,
                lease_owner = CASE WHEN @release THEN NULL ELSE lease_owner END,
                lease_expires_at = CASE WHEN @release THEN NULL ELSE lease_expires_at END,
                drive_attempts = CASE WHEN @release THEN 0 ELSE drive_attempts END,
                model_outages = CASE WHEN @modelAnswered THEN 0 ELSE model_outages END
              WHERE tenant_id = @tenantId AND run_id = @runId AND lease_epoch = @epoch
-               AND checkpoint_version = @version AND status = 'running'
+               AND checkpoint_version = @version AND status = 'running' AND message_count = @stored
              RETURNING checkpoint_version`,
           )
           .get({
@@ -251,7 +291,10 @@ export class SqliteRuns implements RunStore {
             runId: fence.runId,
             epoch: fence.leaseEpoch,
             version: fence.checkpointVersion,
-            checkpoint: encodeJson(request.checkpoint),
+            pending: encodeJson(request.checkpoint.pending),
+            step: request.checkpoint.step,
+            appended: appended.length,
+            stored: request.storedMessages,
             status: request.status,
             result: encodeJson(request.result ?? null),
             error: encodeJson(request.error ?? null),
@@ -261,6 +304,7 @@ export class SqliteRuns implements RunStore {
             at,
           });
         if (row === undefined) return undefined;
+        this.append(fence.tenantId, fence.runId, request.storedMessages, appended);
         for (const e of request.events ?? []) this.event(fence.tenantId, fence.runId, e.type, e.data, at);
         return row.checkpoint_version;
       })(),
@@ -291,12 +335,12 @@ export class SqliteRuns implements RunStore {
           .prepare<[string, string, string, string, string], RunRow>(
             `UPDATE runs SET status = 'cancelled', status_reason = ?, updated_at = ?, lease_owner = NULL,
                lease_expires_at = NULL, lease_epoch = lease_epoch + 1
-             WHERE tenant_id = ? AND run_id = ? AND status NOT IN (SELECT value FROM json_each(?)) RETURNING *`,
+             WHERE tenant_id = ? AND run_id = ? AND status NOT IN (SELECT value FROM json_each(?)) RETURNING ${RUN_COLUMNS}`,
           )
           .get(reason, at, tenantId, runId, JSON.stringify(FINAL_RUN_STATUSES));
         if (row === undefined) return undefined;
         this.event(tenantId, runId, 'run.status', { status: 'cancelled', reason, actor: actorId }, at);
-        return toRun(row);
+        return this.withMessages(row);
       })(),
     );
   }
@@ -305,7 +349,7 @@ export class SqliteRuns implements RunStore {
     return settle(() =>
       this.db
         .prepare<[Record<string, unknown>], WaitingRow>(
-          `SELECT tenant_id, run_id, status, updated_at, json_extract(checkpoint, '$.pending') AS pending
+          `SELECT tenant_id, run_id, status, updated_at, pending
            FROM runs WHERE status = @status
              AND (@at IS NULL OR (updated_at, tenant_id, run_id) > (@at, @tenantId, @runId))
            ORDER BY updated_at, tenant_id, run_id LIMIT @limit`,
@@ -369,7 +413,7 @@ export class SqliteRuns implements RunStore {
             .prepare<[string, string, string, string], RunRow>(
               `UPDATE runs SET status = 'queued', status_reason = ?, error = NULL, updated_at = ?,
                  lease_owner = NULL, lease_expires_at = NULL, drive_attempts = 0, model_outages = 0
-               WHERE tenant_id = ? AND run_id = ? AND status = 'failed' RETURNING *`,
+               WHERE tenant_id = ? AND run_id = ? AND status = 'failed' RETURNING ${RUN_COLUMNS}`,
             )
             .get(reason, at, tenantId, runId);
           if (row === undefined) return undefined;
@@ -380,7 +424,7 @@ export class SqliteRuns implements RunStore {
             { status: 'queued', reason, actor: actorId, retry: true },
             at,
           );
-          return toRun(row);
+          return this.withMessages(row);
         })
         .immediate(),
     );

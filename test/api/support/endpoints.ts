@@ -171,6 +171,7 @@ async function failedRun(h: ApiHarness): Promise<string> {
       checkpointVersion: claimed.checkpointVersion,
     },
     checkpoint: claimed.checkpoint,
+    storedMessages: claimed.checkpoint.messages.length,
     status: 'failed',
     error: { code: 'MODEL_CALL_FAILED', message: 'the provider stayed down' },
     reason: 'the provider stayed down',
