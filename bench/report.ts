@@ -1,5 +1,6 @@
 import type { BenchCase } from './case.js';
 import { median, type Sample } from './measure.js';
+import { storageMarkdown, type StorageReport } from './storage.js';
 import { LOOP_STEPS } from './oncely-cases.js';
 
 /** A target of the promise's cost: `value(round)` from one round's samples, held to `limit`. */
@@ -243,6 +244,7 @@ export function markdown(
   env: Environment,
   summaries: readonly CaseSummary[],
   results: readonly TargetResult[],
+  storage?: StorageReport,
 ): string {
   const lines: string[] = [];
   lines.push('# Benchmarks', '');
@@ -298,5 +300,6 @@ export function markdown(
     );
   }
   lines.push('');
+  if (storage !== undefined) lines.push(...storageMarkdown(storage));
   return lines.join('\n');
 }

@@ -16,6 +16,8 @@ import { modelCases } from './model-cases.js';
 import { postgresCases, sqliteCases } from './oncely-cases.js';
 import { peerCases } from './peers.js';
 import { judge, markdown, summarise, type Environment } from './report.js';
+import { measureScale } from './scale.js';
+import { longRuns, type StorageReport } from './storage.js';
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);
 const SCALE = Number(process.env.BENCH_SCALE ?? 1);
@@ -75,6 +77,7 @@ async function reportOnly(): Promise<void> {
   const saved = JSON.parse(readFileSync(join(ROOT, 'docs/benchmarks.json'), 'utf8')) as {
     environment: Environment;
     samples: Sample[];
+    storage?: StorageReport;
   };
   const all = [...postgresCases(), ...(await peerCases(progress)), ...sqliteCases(), ...modelCases()];
   const rounds = new Map<number, Map<string, Sample>>();
@@ -83,7 +86,7 @@ async function reportOnly(): Promise<void> {
     round.set(s.id, s);
     rounds.set(s.round, round);
   }
-  await writeReport(saved.environment, all, saved.samples, [...rounds.values()]);
+  await writeReport(saved.environment, all, saved.samples, [...rounds.values()], saved.storage);
 }
 
 async function writeReport(
@@ -91,17 +94,22 @@ async function writeReport(
   all: readonly BenchCase[],
   samples: readonly Sample[],
   rounds: readonly Map<string, Sample>[],
+  storage?: StorageReport,
 ): Promise<void> {
   const summaries = summarise(all, samples);
   const results = judge(rounds);
   const docPath = join(ROOT, 'docs/benchmarks.md');
   const style = (await resolveConfig(docPath)) ?? {};
-  writeFileSync(docPath, await format(markdown(env, summaries, results), { ...style, parser: 'markdown' }));
+  writeFileSync(
+    docPath,
+    await format(markdown(env, summaries, results, storage), { ...style, parser: 'markdown' }),
+  );
   const json = JSON.stringify({
     environment: env,
     targets: results.map((r) => ({ id: r.target.id, says: r.target.says, value: r.value, met: r.met })),
     cases: summaries,
     samples,
+    ...(storage === undefined ? {} : { storage }),
   });
   writeFileSync(join(ROOT, 'docs/benchmarks.json'), await format(json, { ...style, parser: 'json' }));
   console.table(
@@ -170,9 +178,22 @@ async function main(): Promise<void> {
       }
       rounds.push(mine);
     }
+    // Run storage: long runs on both stores, then a database at scale (each on databases of their own).
+    const fresh = async (): Promise<{ url: string; drop(): Promise<void> }> => {
+      const db = scratch((n += 1));
+      await admin.query(`CREATE DATABASE ${db.name}`);
+      return {
+        url: db.url,
+        drop: async () => void (await admin.query(`DROP DATABASE IF EXISTS ${db.name} WITH (FORCE)`)),
+      };
+    };
+    const storage: StorageReport = {
+      longRuns: await longRuns(fresh, Number(process.env.BENCH_LONG_RUNS ?? 3), progress),
+      scale: await measureScale(fresh, progress),
+    };
     progress('importing the package, five times');
     const env = await environment(admin, importCost());
-    await writeReport(env, all, samples, rounds);
+    await writeReport(env, all, samples, rounds, storage);
   } finally {
     await admin.end();
     rmSync(dir, { recursive: true, force: true });

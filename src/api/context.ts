@@ -24,6 +24,8 @@ export interface ApiContext {
   readonly runtime: Runtime;
   readonly store: Store;
   readonly metrics: ApiMetrics;
+  /** `/metrics` needs an admin API key (it reports every tenant's counts). */
+  readonly metricsAuth: boolean;
   /** How often an event stream looks for new run events, and sends a keep-alive comment. */
   readonly events: { readonly pollMs: number; readonly heartbeatMs: number };
   /** Open event streams, ended when the server closes. */

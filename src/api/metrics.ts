@@ -1,4 +1,5 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { DEFAULT_LANDING_MARGIN_MS } from '../ledger/index.js';
 import type { LedgerStore, Store, StoreStats, StoreTx } from '../store/index.js';
 
 /**
@@ -14,6 +15,7 @@ export class ApiMetrics {
   private readonly unknown: Gauge<'tenant'>;
   private readonly oldestUnknown: Gauge<'tenant'>;
   private readonly conflicts: Counter<'tenant'>;
+  private readonly countsAge: Gauge;
   /** The conflicts counted so far per tenant: the counter goes up by what the database adds. */
   private readonly conflictsSeen = new Map<string, number>();
   /** The least time between two reads of the counts; scrapes in between get the last read. */
@@ -23,8 +25,12 @@ export class ApiMetrics {
 
   /**
    * `minReadIntervalMs`: the counts are read from the database at most this often (default 0: on
-   * every scrape), and scrapes that arrive during a read share it, so how often the database counts
-   * does not depend on how many scrapers there are or how often they ask.
+   * every scrape, which waits for them). With an interval, a scrape never waits for the database
+   * once the first read is in: it gets the last counts (`oncely_metrics_counts_age_seconds` says how
+   * old), and one that finds them older than the interval starts a new read for the scrapes after it.
+   * Either way scrapes that arrive during a read share it, so how often the database counts does not
+   * depend on how many scrapers there are or how often they ask, and a scrape costs the same on a
+   * ledger of any size.
    */
   constructor(options: { defaultMetrics?: boolean; minReadIntervalMs?: number } = {}) {
     this.minReadIntervalMs = options.minReadIntervalMs ?? 0;
@@ -61,14 +67,20 @@ export class ApiMetrics {
       labelNames: ['tenant'],
       registers,
     });
+    this.countsAge = new Gauge({
+      name: 'oncely_metrics_counts_age_seconds',
+      help: 'How old the counts of this scrape are (read from the database at most once per --metrics-interval-ms)',
+      registers,
+    });
     if (options.defaultMetrics ?? true) collectDefaultMetrics({ register: this.registry, prefix: 'oncely_' });
   }
 
   /** Reads the counts from the store (see `minReadIntervalMs`) and renders every metric in the Prometheus text format. */
-  async render(store: Store): Promise<string> {
-    const stats = await this.#stats(store);
+  async render(store: Store, landingMarginMs = DEFAULT_LANDING_MARGIN_MS): Promise<string> {
+    const stats = await this.#stats(store, landingMarginMs);
     const now = Date.now();
     for (const gauge of [this.calls, this.runs, this.unknown, this.oldestUnknown]) gauge.reset();
+    this.countsAge.set(Math.max(0, (now - (this.#lastRead?.at ?? now)) / 1000));
     for (const c of stats.calls) this.calls.set({ tool: c.toolName, status: c.status }, c.count);
     for (const r of stats.runs) this.runs.set({ status: r.status }, r.count);
     for (const u of stats.unknown) {
@@ -86,14 +98,26 @@ export class ApiMetrics {
     return this.registry.metrics();
   }
 
-  /** The counts: the read in flight, else the last one if it is recent enough, else a new read. */
-  #stats(store: Store): Promise<StoreStats> {
-    if (this.#reading !== undefined) return this.#reading;
+  /**
+   * The counts. Without an interval: the read in flight, else a new one. With one: the last counts
+   * (starting a new read first if they are older than the interval and none is running), or, before
+   * the first read is in, that read.
+   */
+  #stats(store: Store, marginMs: number): Promise<StoreStats> {
     const last = this.#lastRead;
-    if (last !== undefined && Date.now() - last.at < this.minReadIntervalMs)
-      return Promise.resolve(last.stats);
+    if (this.minReadIntervalMs === 0 || last === undefined)
+      return this.#reading ?? this.#read(store, marginMs);
+    if (this.#reading === undefined && Date.now() - last.at >= this.minReadIntervalMs) {
+      // Read for the scrapes to come; a failed read leaves the last counts (their age shows it).
+      this.#read(store, marginMs).catch(() => undefined);
+    }
+    return Promise.resolve(last.stats);
+  }
+
+  /** A new read of the counts, shared by whoever asks while it runs. */
+  #read(store: Store, marginMs: number): Promise<StoreStats> {
     const reading = store.monitor
-      .stats()
+      .stats({ marginMs })
       .then((stats) => {
         this.#lastRead = { at: Date.now(), stats };
         return stats;

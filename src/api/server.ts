@@ -45,6 +45,8 @@ export interface ApiServerOptions {
   readonly bodyLimit?: number;
   /** Default: a fresh registry. Pass the one whose `instrument()` wrapped the runtime's store. */
   readonly metrics?: ApiMetrics;
+  /** `/metrics` needs an admin API key (default false: open, for a scraper on a private network). */
+  readonly metricsAuth?: boolean;
   /** How often a run's event stream looks for new events; default 500 ms. */
   readonly eventPollMs?: number;
   /** How often an idle event stream sends a keep-alive comment; default 15 s. */
@@ -75,6 +77,7 @@ export async function buildApiServer(options: ApiServerOptions): Promise<ApiApp>
     runtime: options.runtime,
     store: options.runtime.store,
     metrics: options.metrics ?? new ApiMetrics(),
+    metricsAuth: options.metricsAuth ?? false,
     events: { pollMs: options.eventPollMs ?? 500, heartbeatMs: options.heartbeatMs ?? 15_000 },
     streams: new Set(),
     streamsByKey: new Map(),

@@ -4,7 +4,7 @@ export type { CallIdentity, ToolCallRequest } from './prepare.js';
 export { outcomeOfRecord, type ToolCallOutcome } from './outcome.js';
 export { resolveToolCall, type ResolveRequest } from './resolve.js';
 export { compensateToolCall, type CompensateRequest, type CompensationOutcome } from './compensate.js';
-export { getToolCall, listUnknownCalls } from './queries.js';
+export { getToolCall, listUnknownCalls, unknownCallCursor } from './queries.js';
 // For the run loop, which reserves under its lease and records a step's outcomes in one transaction.
 export {
   proceedCall,

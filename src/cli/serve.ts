@@ -30,6 +30,7 @@ interface ServeFlags {
   maxConnections: number;
   graceMs: number;
   metricsIntervalMs: number;
+  metricsAuth: boolean;
   create?: boolean;
 }
 
@@ -112,6 +113,11 @@ export function serveCommand(): Command {
       wholeMs('--metrics-interval-ms'),
       DEFAULT_METRICS_INTERVAL_MS,
     )
+    .option(
+      '--metrics-auth',
+      "/metrics needs an admin API key (Authorization: Bearer), as it reports every tenant's counts",
+      false,
+    )
     .option('--create', 'create the SQLite database if there is none (a first run; else STORE_NOT_FOUND)')
     .addOption(graceOption())
     .action(serve);
@@ -136,6 +142,7 @@ async function serve(flags: ServeFlags): Promise<void> {
       runtime,
       logger: log,
       metrics,
+      metricsAuth: flags.metricsAuth,
       bodyLimit: flags.bodyLimit,
       maxStreamsPerKey: flags.maxStreamsPerKey,
       maxStreams: flags.maxStreams,

@@ -197,10 +197,45 @@ export function attemptMayLand(input: {
   return input.nowMs < landsUntil(record, input.marginMs);
 }
 
+/** When the last attempt of a record would have ended: its start plus its timeout (ms since the epoch). */
+export function attemptDeadline(record: {
+  readonly attemptStartedAt: string;
+  readonly attemptTimeoutMs: number | null;
+}): number {
+  return Date.parse(record.attemptStartedAt) + (record.attemptTimeoutMs ?? 0);
+}
+
 /** When the last attempt of a record can no longer land, by its age (ms since the epoch). */
 export function landsUntil(
   record: { readonly attemptStartedAt: string; readonly attemptTimeoutMs: number | null },
   marginMs: number,
 ): number {
-  return Date.parse(record.attemptStartedAt) + (record.attemptTimeoutMs ?? 0) + marginMs;
+  return attemptDeadline(record) + marginMs;
+}
+
+/**
+ * The one definition of an unknown call, shared by the library (`listUnknownCalls`), the API
+ * (`GET /v1/tool-executions`), the CLI (`oncely executions list`), the console and the metrics (the
+ * stores' `unknownCalls` and `stats` say the same in SQL): `started` or `indeterminate`, and its last
+ * attempt can no longer land (`attemptMayLand`: its deadline and the margin have passed and, for a
+ * `started` call of a run, no live driver holds the run). A call that may still land is in flight:
+ * nobody can know its outcome yet, so nobody is asked to settle it.
+ */
+export function isUnknownCall(input: {
+  readonly record: {
+    readonly status: LedgerStatus;
+    readonly settledBy: Actor | null;
+    readonly attemptStartedAt: string;
+    readonly attemptTimeoutMs: number | null;
+    readonly compensationOf: string | null;
+  };
+  /** Whether the record's run has a live lease (a driver holds it). */
+  readonly runLeaseLive: boolean;
+  readonly nowMs: number;
+  readonly marginMs: number;
+}): boolean {
+  const { record } = input;
+  if (record.status !== 'started' && record.status !== 'indeterminate') return false;
+  const held = input.runLeaseLive && record.status === 'started' && record.compensationOf === null;
+  return !attemptMayLand({ ...input, inFlightHere: false, otherLeaseLive: held });
 }

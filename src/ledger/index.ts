@@ -46,6 +46,8 @@ export {
   decideCall,
   decideHookAnswer,
   landsUntil,
+  attemptDeadline,
+  isUnknownCall,
   type CallAction,
   type CallDecision,
   type CallFacts,

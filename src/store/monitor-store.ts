@@ -6,7 +6,12 @@ export interface UnknownCallFilter {
   readonly runId?: string;
   readonly toolName?: string;
   readonly limit: number;
-  /** Records strictly after this position in (attemptStartedAt, idempotencyKey) order. */
+  /** How long after its deadline an attempt may still land (the ledger's `landingMarginMs`). */
+  readonly marginMs: number;
+  /**
+   * Records strictly after this position in (deadline, idempotencyKey) order: `at` is the deadline of
+   * the last attempt (`attemptDeadline`), as an ISO time.
+   */
   readonly after?: ListCursor;
 }
 
@@ -31,10 +36,12 @@ export interface StoreStats {
 /** Read-only views across the ledger and the runs, for operators and metrics. */
 export interface MonitorStore {
   /**
-   * A tenant's unknown calls, longest waiting first: every `indeterminate` call, and every `started`
-   * call whose run no live driver holds (no run, or its lease is unset or expired). A `started` call
-   * under a live lease is in flight, not unknown.
+   * A tenant's unknown calls (`isUnknownCall`), longest unknown first (by the deadline of their last
+   * attempt): `started` or `indeterminate` calls whose last attempt can no longer land (its deadline
+   * and the margin have passed), a `started` one only when no live driver holds its run. Calls in
+   * flight are not read to fill a page: a page is a range of the index on the deadline.
    */
   unknownCalls(tenantId: string, filter: UnknownCallFilter): Promise<ToolExecutionRecord[]>;
-  stats(): Promise<StoreStats>;
+  /** Counts for `/metrics`; unknown calls as `unknownCalls` defines them, with this margin. */
+  stats(options: { readonly marginMs: number }): Promise<StoreStats>;
 }

@@ -265,7 +265,8 @@ describe('the operator CLI against a running API', () => {
     ]);
     expect(await h.store.runs.get(TENANT, run.runId)).toMatchObject({ status: 'queued', error: null });
 
-    const started = await h.seedCall('started');
+    // An attempt that may still run for a minute: in flight, not unknown.
+    const started = await h.seedCall('started', { timeoutMs: 60_000 });
     const refused = await oncely(
       ['executions', 'resolve', started.idempotencyKey, '--status', 'failed', '--reason', 'not sent'],
       env,

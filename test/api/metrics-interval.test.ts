@@ -10,7 +10,8 @@ import { tempSqlitePath } from '../support/databases.js';
 /*
  * How often /metrics makes the database count: at most once per minReadIntervalMs (oncely serve:
  * --metrics-interval-ms, default 5 s), and scrapes that arrive during a read share it, however many
- * scrapers ask and however often. Counted on a real SQLite store.
+ * scrapers ask and however often; past the first read no scrape waits for the database. Counted on a
+ * real SQLite store.
  */
 
 const tool = defineTool({
@@ -35,7 +36,7 @@ describe('the counts behind /metrics', () => {
     const monitor = Object.create(store.monitor) as Store['monitor'];
     monitor.stats = () => {
       reads += 1;
-      return store.monitor.stats();
+      return store.monitor.stats({ marginMs: 0 });
     };
     counted = Object.assign(Object.create(store) as Store, { monitor });
   });
@@ -69,8 +70,42 @@ describe('the counts behind /metrics', () => {
     expect(callsIn(await metrics.render(counted))).toBe(1);
     expect(reads).toBe(1);
     await sleep(1_100);
+    // Past the interval a scrape still answers at once, with the last counts (their age says so),
+    // and starts one read for the scrapes after it.
+    const stale = await Promise.all(Array.from({ length: 3 }, () => metrics.render(counted)));
+    expect(stale.map(callsIn)).toEqual([1, 1, 1]);
+    expect(Number(/^oncely_metrics_counts_age_seconds (\S+)$/m.exec(stale[0]!)?.[1])).toBeGreaterThanOrEqual(
+      1,
+    );
+    for (let i = 0; i < 100 && reads < 2; i++) await sleep(20);
+    expect(reads).toBe(2);
+    for (let i = 0; i < 100 && callsIn(await metrics.render(counted)) !== 2; i++) await sleep(20);
     expect(callsIn(await metrics.render(counted))).toBe(2);
     expect(reads).toBe(2);
+  });
+
+  it('keeps the last counts when a read fails, and reads again on a later scrape', async () => {
+    let failing = true;
+    let tries = 0;
+    const monitor = Object.create(store.monitor) as Store['monitor'];
+    monitor.stats = (options) => {
+      tries += 1;
+      return failing && tries > 1
+        ? Promise.reject(new Error('the database is away'))
+        : store.monitor.stats(options);
+    };
+    const flaky = Object.assign(Object.create(store) as Store, { monitor });
+    const metrics = new ApiMetrics({ defaultMetrics: false, minReadIntervalMs: 50 });
+    const before = callsIn(await metrics.render(flaky));
+    await call(4);
+    await sleep(60);
+    expect(callsIn(await metrics.render(flaky))).toBe(before); // starts a read, which fails
+    for (let i = 0; i < 100 && tries < 2; i++) await sleep(10);
+    await sleep(60);
+    failing = false;
+    expect(callsIn(await metrics.render(flaky))).toBe(before); // the last counts still; a new read
+    for (let i = 0; i < 100 && callsIn(await metrics.render(flaky)) !== before + 1; i++) await sleep(20);
+    expect(callsIn(await metrics.render(flaky))).toBe(before + 1);
   });
 
   it('are read on every scrape with an interval of 0', async () => {

@@ -85,7 +85,7 @@ describe.each(DIALECTS)('health, readiness and metrics on %s', (dialect) => {
     expect(answer.status).toBe(200);
     expect(answer.headers.get('content-type')).toMatch(/^text\/plain; version=0\.0\.4/);
     const text = answer.text;
-    const stats = await h.store.monitor.stats();
+    const stats = await h.store.monitor.stats({ marginMs: 0 });
     for (const c of stats.calls) {
       expect(sample(text, 'oncely_tool_calls', { tool: c.toolName, status: c.status })).toBe(c.count);
     }
@@ -131,5 +131,28 @@ describe.each(DIALECTS)('health, readiness and metrics on %s', (dialect) => {
     const answer = await h.request('GET', '/v1/nothing-here', { key: h.keys.viewer });
     expect(answer.status).toBe(404);
     expect(answer.body.error.code).toBe('API_ROUTE_NOT_FOUND');
+  });
+});
+
+describe('/metrics behind --metrics-auth', () => {
+  let h: ApiHarness;
+  beforeAll(async () => {
+    h = await ApiHarness.start('sqlite', { metricsAuth: true });
+  });
+  afterAll(() => h.close());
+
+  it('answers an admin key only: none is 401, a viewer or operator key 403', async () => {
+    const none = await h.request('GET', '/metrics');
+    expect([none.status, none.body?.error?.code]).toEqual([401, 'API_AUTH_REQUIRED']);
+    for (const key of [h.keys.viewer, h.keys.operator]) {
+      const refused = await h.request('GET', '/metrics', { key });
+      expect([refused.status, refused.body?.error?.code]).toEqual([403, 'API_FORBIDDEN']);
+    }
+    await h.seedCall('indeterminate');
+    const admin = await h.request('GET', '/metrics', { key: h.keys.admin });
+    expect(admin.status).toBe(200);
+    expect(sample(admin.text, 'oncely_unknown_calls', { tenant: TENANT })).toBeGreaterThanOrEqual(1);
+    // The readiness probes stay open (an orchestrator has no key).
+    expect((await h.request('GET', '/readyz')).status).toBe(200);
   });
 });

@@ -1,7 +1,8 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { argsDigest, type Actor, type ToolExecutionRecord } from '../../src/ledger/index.js';
+import { argsDigest, isUnknownCall, type Actor, type ToolExecutionRecord } from '../../src/ledger/index.js';
+import { unknownCallCursor } from '../../src/calls/index.js';
 import type { ApiKeyRole, NewApiKey, Store } from '../../src/store/index.js';
 import type { ConformanceDatabase, OpenedStore, RawConnection } from './conformance.js';
 
@@ -132,7 +133,7 @@ export function describeOperatorConformance(name: string, open: () => Promise<Op
       async function call(
         tenantId: string,
         status: 'started' | 'indeterminate' | 'completed',
-        options: { runId?: string; toolName?: string } = {},
+        options: { runId?: string; toolName?: string; timeoutMs?: number } = {},
       ): Promise<ToolExecutionRecord> {
         const runId = options.runId ?? `run_m${++seq}`;
         const args = { n: seq };
@@ -148,7 +149,8 @@ export function describeOperatorConformance(name: string, open: () => Promise<Op
               args,
               argsDigest: argsDigest(args),
               compensationOf: null,
-              attemptTimeoutMs: 30_000,
+              // An attempt over at once unless asked otherwise: unknown as soon as nobody records it.
+              attemptTimeoutMs: options.timeoutMs ?? 0,
             },
           ],
           RUNTIME,
@@ -190,7 +192,7 @@ export function describeOperatorConformance(name: string, open: () => Promise<Op
         await call(t, 'completed');
         await call(`${t}_other`, 'indeterminate');
         await sleep(5);
-        const listed = await store.monitor.unknownCalls(t, { limit: 50 });
+        const listed = await store.monitor.unknownCalls(t, { limit: 50, marginMs: 0 });
         expect(listed.map((r) => r.idempotencyKey)).toEqual(
           [noRun, indeterminateLive, startedQueued, startedExpired].map((r) => r.idempotencyKey),
         );
@@ -198,23 +200,61 @@ export function describeOperatorConformance(name: string, open: () => Promise<Op
         expect(listed[0]).toEqual(await store.ledger.get(t, noRun.idempotencyKey));
       });
 
+      it('leaves out the calls whose last attempt may still land, by its time or a live lease, as isUnknownCall does', async () => {
+        const t = `t_flight_${name}`;
+        const over = await call(t, 'started');
+        const byTime = await call(t, 'started', { timeoutMs: 60_000 });
+        const indeterminateByTime = await call(t, 'indeterminate', { timeoutMs: 60_000 });
+        const leased = await runWithLease(t, 60_000);
+        const byLease = await call(t, 'started', { runId: leased });
+        await sleep(5);
+        const listed = await store.monitor.unknownCalls(t, { limit: 50, marginMs: 0 });
+        expect(listed.map((r) => r.idempotencyKey)).toEqual([over.idempotencyKey]);
+        // The library's definition says the same of each.
+        const nowMs = Date.now();
+        for (const record of [over, byTime, indeterminateByTime, byLease]) {
+          const unknown = isUnknownCall({
+            record,
+            runLeaseLive: record.runId === leased,
+            nowMs,
+            marginMs: 0,
+          });
+          expect([record.idempotencyKey, unknown]).toEqual([
+            record.idempotencyKey,
+            listed.some((r) => r.idempotencyKey === record.idempotencyKey),
+          ]);
+        }
+        // Within the landing margin even the attempt that is over may still land.
+        expect(await store.monitor.unknownCalls(t, { limit: 50, marginMs: 60_000 })).toEqual([]);
+        expect(
+          (await store.monitor.stats({ marginMs: 60_000 })).unknown.find((u) => u.tenantId === t),
+        ).toBeUndefined();
+        expect(
+          (await store.monitor.stats({ marginMs: 0 })).unknown.find((u) => u.tenantId === t)?.count,
+        ).toBe(1);
+      });
+
       it('filters by run and tool, and pages with a cursor without skipping or repeating', async () => {
         const t = `t_filter_${name}`;
         const made: ToolExecutionRecord[] = [];
         for (let i = 0; i < 5; i++)
           made.push(await call(t, 'indeterminate', { toolName: i % 2 ? 'b' : 'a' }));
-        const byTool = await store.monitor.unknownCalls(t, { limit: 50, toolName: 'b' });
+        const byTool = await store.monitor.unknownCalls(t, { limit: 50, marginMs: 0, toolName: 'b' });
         expect(byTool.map((r) => r.idempotencyKey)).toEqual([made[1], made[3]].map((r) => r!.idempotencyKey));
-        const byRun = await store.monitor.unknownCalls(t, { limit: 50, runId: made[2]!.runId });
+        const byRun = await store.monitor.unknownCalls(t, { limit: 50, marginMs: 0, runId: made[2]!.runId });
         expect(byRun.map((r) => r.idempotencyKey)).toEqual([made[2]!.idempotencyKey]);
         const pages: string[] = [];
         let after: { at: string; key: string } | undefined;
         for (;;) {
-          const page = await store.monitor.unknownCalls(t, { limit: 2, ...(after ? { after } : {}) });
+          const page = await store.monitor.unknownCalls(t, {
+            limit: 2,
+            marginMs: 0,
+            ...(after ? { after } : {}),
+          });
           if (page.length === 0) break;
           pages.push(...page.map((r) => r.idempotencyKey));
           const last = page.at(-1)!;
-          after = { at: last.attemptStartedAt, key: last.idempotencyKey };
+          after = unknownCallCursor(last);
         }
         expect(pages).toEqual(made.map((r) => r.idempotencyKey));
       });
@@ -231,7 +271,7 @@ export function describeOperatorConformance(name: string, open: () => Promise<Op
           const g1 = await call('globex', 'started', { toolName: 'email' });
           await call('globex', 'indeterminate', { toolName: 'email' });
           await runWithLease('globex', null);
-          const stats = await store.monitor.stats();
+          const stats = await store.monitor.stats({ marginMs: 0 });
           store = outer;
           const sortBy = <T>(rows: readonly T[], key: (r: T) => string): T[] =>
             [...rows].sort((x, y) => key(x).localeCompare(key(y)));

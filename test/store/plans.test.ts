@@ -7,6 +7,7 @@ import { scriptedModel } from '../../src/models/index.js';
 import { Runtime } from '../../src/runs/index.js';
 import { openStore } from '../../src/store/index.js';
 import { hotStatements } from '../../src/store/postgres/prepared.js';
+import { UNKNOWN_CALLS } from '../../src/store/postgres/monitor.js';
 import { LIST_WAITING, RUN_EVENTS, approvalsPage } from '../../src/store/postgres/runs.js';
 import { defineTool, external } from '../../src/tools/index.js';
 import { createTestDatabase } from '../support/databases.js';
@@ -239,6 +240,54 @@ describe('generic plans of the hot statements (PostgreSQL)', () => {
           expect.stringMatching(new RegExp(`^Index Scan on \\w+ using ${index}$`)),
         ]);
         expect(JSON.stringify(listPlan)).not.toMatch(/"Node Type":"(Incremental )?Sort"/);
+      }
+      // The unknown-calls page (the operators' inbox) over 5,000 calls in flight (started a moment ago,
+      // each with a minute to run, their runs held by a live worker) and 30 unknown ones (fewer than a page) (over, their
+      // runs' leases expired): a range of tool_executions_unknown in its order that ends at the first
+      // deadline not yet passed, so not one call in flight is read to fill the page, and no sort.
+      await client.query(
+        `INSERT INTO tool_executions (tenant_id, idempotency_key, run_id, tool_call_id, tool_name, effect, args,
+           args_digest, status, attempt, version, attempt_timeout_ms, attempt_started_at)
+         SELECT $1, 'flight_' || g, 'run_' || (2 * g), 'c', 'plans_effect', 'write', '{}'::jsonb, 'd', 'started', 1, 1,
+           60000, now() - make_interval(secs => g % 30)
+         FROM generate_series(1, $2) g
+         UNION ALL
+         SELECT $1, 'lost_' || g, 'run_' || (2 * g + 1), 'c', 'plans_effect', 'write', '{}'::jsonb, 'd',
+           CASE WHEN g % 2 = 0 THEN 'started' ELSE 'indeterminate' END, 1, 1, 1000, now() - make_interval(mins => g)
+         FROM generate_series(1, 30) g`,
+        [TENANT, ROWS],
+      );
+      await client.query(
+        `UPDATE runs SET lease_expires_at = now() + interval '1 hour' WHERE status = 'running'`,
+      );
+      await client.query('ANALYZE tool_executions, runs');
+      for (const after of [null, 15]) {
+        const { rows: explained } = await client.query<{ 'QUERY PLAN': [{ Plan: PlanNode }] }>({
+          text: `EXPLAIN (ANALYZE, FORMAT JSON) ${UNKNOWN_CALLS}`,
+          values: [
+            TENANT,
+            null,
+            null,
+            after === null ? null : Date.now() - after * 60_000,
+            after === null ? null : 'lost_15',
+            50,
+            5_000,
+          ],
+        });
+        const unknownPlan = explained[0]!['QUERY PLAN'][0].Plan;
+        expect(scans(unknownPlan)).toEqual([
+          'Index Scan on tool_executions using tool_executions_unknown',
+          'Index Scan on runs using runs_pkey',
+        ]);
+        expect(JSON.stringify(unknownPlan)).not.toMatch(/"Node Type":"(Incremental )?Sort"/);
+        // Rows the index scan read: those it returned and those its filter removed.
+        const read = (
+          node: PlanNode & { 'Actual Rows'?: number; 'Rows Removed by Filter'?: number },
+        ): number =>
+          (node['Index Name'] === 'tool_executions_unknown'
+            ? (node['Actual Rows'] ?? 0) + (node['Rows Removed by Filter'] ?? 0)
+            : 0) + (node.Plans ?? []).reduce((n, p) => n + read(p), 0);
+        expect(read(unknownPlan)).toBeLessThanOrEqual(30);
       }
       // The step's writes do read their rows (the check above is not vacuous).
       expect(found.get('oncely_record_step')).toContain(

@@ -1,8 +1,8 @@
 import { z } from 'zod';
 import { OncelyError, isOncelyError } from '../../errors/index.js';
 import { assertSchemaCurrent, type SchemaState, type Store } from '../../store/index.js';
-import type { ApiApp, ApiContext } from '../context.js';
-import { errorEnvelopeSchema } from '../schemas/common.js';
+import { BEARER, type ApiApp, type ApiContext } from '../context.js';
+import { authErrors, errorEnvelopeSchema } from '../schemas/common.js';
 
 const tags = ['operations'];
 
@@ -57,21 +57,25 @@ function metricsRoute(app: ApiApp, ctx: ApiContext): void {
   app.get(
     '/metrics',
     {
+      // With --metrics-auth, an admin key: the counts are every tenant's.
+      config: ctx.metricsAuth ? { role: 'admin' } : {},
       schema: {
         summary:
           'Prometheus metrics: calls by tool and status, unknown calls per tenant, runs, ledger latency',
         tags,
+        ...(ctx.metricsAuth ? { security: BEARER } : {}),
         response: {
           200: {
             description: 'The Prometheus text format',
             content: { 'text/plain': { schema: z.string() } },
           },
+          ...(ctx.metricsAuth ? authErrors : {}),
           503: errorEnvelopeSchema,
         },
       },
     },
     async (_request, reply) => {
-      const text = await ctx.metrics.render(ctx.store);
+      const text = await ctx.metrics.render(ctx.store, ctx.runtime.ledger.landingMarginMs);
       return reply.header('content-type', ctx.metrics.contentType).send(text);
     },
   );

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { OncelyError } from '../../errors/index.js';
-import { getToolCall } from '../../calls/index.js';
+import { getToolCall, listUnknownCalls, unknownCallCursor } from '../../calls/index.js';
 import { principal } from '../auth/authenticate.js';
 import { BEARER, type ApiApp, type ApiContext } from '../context.js';
 import { cursorTime, decodeCursor, pageOf } from '../cursor.js';
@@ -50,17 +50,22 @@ function listRoute(app: ApiApp, ctx: ApiContext): void {
         ...(q.tool === undefined ? {} : { toolName: q.tool }),
         ...(after === undefined ? {} : { after }),
       };
-      const records =
-        q.status === 'unknown'
-          ? await ctx.store.monitor.unknownCalls(tenantId, filter)
-          : await ctx.store.ledger.list(tenantId, {
-              ...filter,
-              ...(q.status === 'all'
-                ? {}
-                : q.status === 'conflict'
-                  ? { conflict: true }
-                  : { statuses: [q.status] }),
-            });
+      if (q.status === 'unknown') {
+        // Longest unknown first, by the deadline of the last attempt (the cursor holds it).
+        const unknown = await listUnknownCalls(ctx.runtime.ledger, tenantId, filter);
+        return pageOf(unknown, q.limit, toToolExecution, (r) => {
+          const at = unknownCallCursor(r);
+          return { at: at.at, key: at.key };
+        });
+      }
+      const records = await ctx.store.ledger.list(tenantId, {
+        ...filter,
+        ...(q.status === 'all'
+          ? {}
+          : q.status === 'conflict'
+            ? { conflict: true }
+            : { statuses: [q.status] }),
+      });
       return pageOf(records, q.limit, toToolExecution, (r) => ({
         at: r.attemptStartedAt,
         key: r.idempotencyKey,
