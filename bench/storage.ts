@@ -17,6 +17,7 @@ import { scaleMarkdown, type ScaleResult } from './scale.js';
 
 export const STEPS = 200;
 const TENANT = 'bench';
+const RUN_ID = 'long_run';
 
 /** What one store did over the long runs: per step, the median over the runs. */
 export interface LongRunResult {
@@ -64,7 +65,7 @@ async function oneRun(
   const store = await openStore(url, { migrate: true });
   const runtime = await openRuntime({ store, agents: [agent] });
   try {
-    const run = await runtime.run({ tenantId: TENANT, agent: 'long', input: 'go' });
+    const run = await runtime.run({ tenantId: TENANT, agent: 'long', input: 'go', runId: RUN_ID });
     if (run.status !== 'completed') throw new Error(`the long run ended ${run.status}`);
     return { marks, size: Buffer.byteLength(JSON.stringify(run.checkpoint.messages)) };
   } finally {
@@ -125,16 +126,23 @@ export async function longRuns(
     const path = join(dir, 'long.db');
     let reader: Database.Database | undefined;
     try {
-      // Bytes of the messages the run holds, read on a connection of its own.
+      // Bytes of the messages the run holds, read on a connection of its own: only the rows appended
+      // since the last look (a range of the primary key), so the reading does not grow with the run.
+      let seen = -1;
+      let total = 0;
       onLite.push(
         await oneRun(`sqlite:${path}`, () => {
           reader ??= new Database(path, { readonly: true });
-          const row = reader
-            .prepare<[], { n: number | null }>(
-              'SELECT COALESCE(sum(length(message)), 0) AS n FROM run_messages',
+          const rows = reader
+            .prepare<[string, string, number], { idx: number; n: number }>(
+              'SELECT idx, length(message) AS n FROM run_messages WHERE tenant_id = ? AND run_id = ? AND idx > ?',
             )
-            .get();
-          return Promise.resolve(row?.n ?? 0);
+            .all(TENANT, RUN_ID, seen);
+          for (const row of rows) {
+            total += row.n;
+            seen = Math.max(seen, row.idx);
+          }
+          return Promise.resolve(total);
         }),
       );
     } finally {
