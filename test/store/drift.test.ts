@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Store } from '../../src/store/index.js';
 import {
@@ -85,7 +86,17 @@ async function scenario(store: Store, runtimes: Runtimes): Promise<unknown> {
     [owner],
     { name: 'drift_failing' },
   );
-  const runtime = runtimes.open(store, [paused, failing], { owner: 'drift' });
+  // A model that is down once (a transient failure: the run is let go, to be claimed again), then answers.
+  let outages = 0;
+  const { agent: outage } = scriptedAgent(
+    () => {
+      if (outages++ === 0) throw new TypeError('fetch failed');
+      return { text: 'Done.' };
+    },
+    [],
+    { name: 'drift_outage' },
+  );
+  const runtime = runtimes.open(store, [paused, failing, outage], { owner: 'drift', retryBaseMs: 1 });
   const input = `Credit acct_7 ${CREDIT.amountCents} and give it to dana.`;
 
   await runtime.startRun({ tenantId: TENANT, agent: 'drift_paused', input, runId: 'run_drift_paused' });
@@ -113,7 +124,18 @@ async function scenario(store: Store, runtimes: Runtimes): Promise<unknown> {
   await runtime.startRun({ tenantId: TENANT, agent: 'drift_failing', input, runId: 'run_drift_cancelled' });
   await runtime.cancel(TENANT, 'run_drift_cancelled', { reason: 'customer left', actorId: OPERATOR });
 
-  return trace(store, ['run_drift_paused', 'run_drift_failed', 'run_drift_cancelled']);
+  await runtime.startRun({ tenantId: TENANT, agent: 'drift_outage', input, runId: 'run_drift_outage' });
+  await runtime.drive(TENANT, 'run_drift_outage');
+  for (
+    let i = 0;
+    i < 100 && (await runtime.getRunSummary(TENANT, 'run_drift_outage')).status !== 'completed';
+    i++
+  ) {
+    await sleep(10);
+    await runtime.drive(TENANT, 'run_drift_outage');
+  }
+
+  return trace(store, ['run_drift_paused', 'run_drift_failed', 'run_drift_cancelled', 'run_drift_outage']);
 }
 
 describe('the SQLite and PostgreSQL stores', () => {
@@ -138,7 +160,7 @@ describe('the SQLite and PostgreSQL stores', () => {
     const [sqlite, postgres] = [...traces.values()];
     const runs = sqlite as { run: { status: string }; events: unknown[]; records: unknown[] }[];
     // The scenario did what it says (the comparison below is not of two empty traces).
-    expect(runs.map((r) => r.run.status)).toEqual(['completed', 'queued', 'cancelled']);
+    expect(runs.map((r) => r.run.status)).toEqual(['completed', 'queued', 'cancelled', 'completed']);
     expect(runs.map((r) => r.events.length).every((n) => n >= 2)).toBe(true);
     expect(runs[0]?.records).toHaveLength(2);
     expect(postgres).toEqual(sqlite);

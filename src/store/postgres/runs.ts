@@ -35,6 +35,7 @@ import {
   type WaitingRow,
 } from '../run-rows.js';
 import { encodeJson } from '../rows.js';
+import { eventDataSql, STORE_RUN_EVENTS, type RunEventDefinition } from '../run-events.js';
 import { numbered, type Queryable } from './ledger.js';
 import { prepared } from './prepared.js';
 
@@ -44,6 +45,10 @@ import { prepared } from './prepared.js';
  * queued and running runs, so the oldest claimable run is the first entry of an index scan.
  */
 const CLAIMABLE_FROM = 'COALESCE(lease_expires_at, updated_at)';
+
+/** A store-written run event's data, as both stores define it (run-events.ts). */
+const pgEvent = (event: RunEventDefinition, row: string, params?: Record<string, string>): string =>
+  eventDataSql('postgres', event, row, params);
 
 const CLAIMABLE = `status IN ('queued', 'running') AND ${CLAIMABLE_FROM} <= oncely_now()`;
 
@@ -64,8 +69,7 @@ export function messagesOf(alias: string): string {
 const CLAIMED_EVENT = `
 , ev AS (
   INSERT INTO run_events (tenant_id, run_id, seq, type, data)
-  SELECT tenant_id, run_id, event_seq, 'run.claimed',
-    jsonb_build_object('owner', lease_owner, 'epoch', lease_epoch, 'driveAttempt', drive_attempts) FROM u
+  SELECT tenant_id, run_id, event_seq, '${STORE_RUN_EVENTS.claimed.type}', ${pgEvent(STORE_RUN_EVENTS.claimed, 'u')} FROM u
 )
 SELECT u.*, ${messagesOf('u')} FROM u`;
 
@@ -183,10 +187,9 @@ WITH ins AS (
   SELECT ins.tenant_id, ins.run_id, m.n - 1, m.message FROM ins, unnest($5::jsonb[]) WITH ORDINALITY AS m(message, n)
 ), ev AS (
   INSERT INTO run_events (tenant_id, run_id, seq, type, data)
-  SELECT tenant_id, run_id, 1, 'run.created', jsonb_build_object('agent', agent, 'status', 'queued') FROM ins
+  SELECT tenant_id, run_id, 1, '${STORE_RUN_EVENTS.created.type}', ${pgEvent(STORE_RUN_EVENTS.created, 'ins')} FROM ins
   UNION ALL
-  SELECT tenant_id, run_id, 2, 'run.claimed',
-    jsonb_build_object('owner', lease_owner, 'epoch', lease_epoch, 'driveAttempt', drive_attempts)
+  SELECT tenant_id, run_id, 2, '${STORE_RUN_EVENTS.claimed.type}', ${pgEvent(STORE_RUN_EVENTS.claimed, 'ins')}
   FROM ins WHERE lease_owner IS NOT NULL
 )
 SELECT * FROM ins`;
@@ -199,7 +202,7 @@ WITH u AS (
   RETURNING tenant_id, run_id, event_seq
 ), ev AS (
   INSERT INTO run_events (tenant_id, run_id, seq, type, data)
-  SELECT tenant_id, run_id, event_seq, 'run.status', jsonb_build_object('status', 'queued', 'reason', $4::text) FROM u
+  SELECT tenant_id, run_id, event_seq, '${STORE_RUN_EVENTS.requeued.type}', ${pgEvent(STORE_RUN_EVENTS.requeued, 'u', { reason: '$4::text' })} FROM u
 )
 SELECT 1 FROM u`;
 
@@ -211,7 +214,8 @@ WITH u AS (
   RETURNING *
 ), ev AS (
   INSERT INTO run_events (tenant_id, run_id, seq, type, data)
-  SELECT tenant_id, run_id, event_seq, 'run.status', jsonb_build_object('status', 'cancelled', 'reason', $3::text, 'actor', $5::text) FROM u
+  SELECT tenant_id, run_id, event_seq, '${STORE_RUN_EVENTS.cancelled.type}',
+    ${pgEvent(STORE_RUN_EVENTS.cancelled, 'u', { reason: '$3::text', actor: '$5::text' })} FROM u
 )
 SELECT u.*, ${messagesOf('u')} FROM u`;
 
@@ -228,8 +232,8 @@ WITH u AS (
   RETURNING tenant_id, run_id, event_seq, lease_expires_at
 ), ev AS (
   INSERT INTO run_events (tenant_id, run_id, seq, type, data)
-  SELECT tenant_id, run_id, event_seq, 'run.status', jsonb_build_object('status', 'queued', 'reason', $4::text,
-    'retryAt', lease_expires_at, 'cause', $7::text) FROM u
+  SELECT tenant_id, run_id, event_seq, '${STORE_RUN_EVENTS.released.type}',
+    ${pgEvent(STORE_RUN_EVENTS.released, 'u', { reason: '$4::text', cause: '$7::text' })} FROM u
 )
 SELECT 1 FROM u`;
 
@@ -243,8 +247,8 @@ WITH u AS (
   RETURNING *
 ), ev AS (
   INSERT INTO run_events (tenant_id, run_id, seq, type, data)
-  SELECT tenant_id, run_id, event_seq, 'run.status',
-    jsonb_build_object('status', 'queued', 'reason', $3::text, 'actor', $4::text, 'retry', true) FROM u
+  SELECT tenant_id, run_id, event_seq, '${STORE_RUN_EVENTS.retried.type}',
+    ${pgEvent(STORE_RUN_EVENTS.retried, 'u', { reason: '$3::text', actor: '$4::text' })} FROM u
 )
 SELECT u.*, ${messagesOf('u')} FROM u`;
 

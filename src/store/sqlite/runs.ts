@@ -35,6 +35,7 @@ import {
   type WaitingRow,
 } from '../run-rows.js';
 import { encodeJson } from '../rows.js';
+import { eventDataSql, STORE_RUN_EVENTS, type RunEventDefinition } from '../run-events.js';
 import { settle } from './settle.js';
 
 const now = (): string => new Date().toISOString();
@@ -62,6 +63,32 @@ export class SqliteRuns implements RunStore {
     this.db
       .prepare('INSERT INTO run_events (tenant_id, run_id, seq, at, type, data) VALUES (?, ?, ?, ?, ?, ?)')
       .run(tenantId, runId, next.event_seq, at, type, JSON.stringify(data));
+  }
+
+  /**
+   * Appends an event the store writes itself, as both stores define it (run-events.ts): its data
+   * from the run's row as it now stands and these parameters. Inside the caller's transaction.
+   */
+  private storeEvent(
+    tenantId: string,
+    runId: string,
+    event: RunEventDefinition,
+    params: Readonly<Record<string, string>>,
+    at: string,
+  ): void {
+    const placeholders = Object.fromEntries(Object.keys(params).map((name) => [name, `@p_${name}`]));
+    const bound = Object.fromEntries(Object.entries(params).map(([name, v]) => [`p_${name}`, v]));
+    const inserted = this.db
+      .prepare(
+        `INSERT INTO run_events (tenant_id, run_id, seq, at, type, data)
+         SELECT tenant_id, run_id, event_seq + 1, @at, @type, ${eventDataSql('sqlite', event, 'runs', placeholders)}
+         FROM runs WHERE tenant_id = @tenantId AND run_id = @runId`,
+      )
+      .run({ ...bound, at, type: event.type, tenantId, runId });
+    if (inserted.changes !== 1) throw new Error(`no run ${runId} to append an event to`);
+    this.db
+      .prepare('UPDATE runs SET event_seq = event_seq + 1 WHERE tenant_id = ? AND run_id = ?')
+      .run(tenantId, runId);
   }
 
   private row(tenantId: string, runId: string): RunRow | undefined {
@@ -112,13 +139,7 @@ export class SqliteRuns implements RunStore {
           });
         if (inserted !== undefined) {
           this.append(request.tenantId, request.runId, 0, request.checkpoint.messages);
-          this.event(
-            request.tenantId,
-            request.runId,
-            'run.created',
-            { agent: request.agent, status: 'queued' },
-            at,
-          );
+          this.storeEvent(request.tenantId, request.runId, STORE_RUN_EVENTS.created, {}, at);
           if (request.claim === undefined) {
             return { created: true, run: toRun(inserted, request.checkpoint.messages) };
           }
@@ -240,13 +261,7 @@ export class SqliteRuns implements RunStore {
 
   private claimed(row: RunRow, at: string): RunRecord {
     const run = this.withMessages(row);
-    this.event(
-      run.tenantId,
-      run.runId,
-      'run.claimed',
-      { owner: run.leaseOwner, epoch: run.leaseEpoch, driveAttempt: run.driveAttempts },
-      at,
-    );
+    this.storeEvent(run.tenantId, run.runId, STORE_RUN_EVENTS.claimed, {}, at);
     return run;
   }
 
@@ -321,7 +336,7 @@ export class SqliteRuns implements RunStore {
              WHERE tenant_id = ? AND run_id = ? AND status IN (SELECT value FROM json_each(?))`,
           )
           .run(reason, at, tenantId, runId, JSON.stringify(from)).changes;
-        if (changes === 1) this.event(tenantId, runId, 'run.status', { status: 'queued', reason }, at);
+        if (changes === 1) this.storeEvent(tenantId, runId, STORE_RUN_EVENTS.requeued, { reason }, at);
         return changes === 1;
       })(),
     );
@@ -339,7 +354,7 @@ export class SqliteRuns implements RunStore {
           )
           .get(reason, at, tenantId, runId, JSON.stringify(FINAL_RUN_STATUSES));
         if (row === undefined) return undefined;
-        this.event(tenantId, runId, 'run.status', { status: 'cancelled', reason, actor: actorId }, at);
+        this.storeEvent(tenantId, runId, STORE_RUN_EVENTS.cancelled, { reason, actor: actorId }, at);
         return this.withMessages(row);
       })(),
     );
@@ -391,11 +406,11 @@ export class SqliteRuns implements RunStore {
               cause: request.cause,
             }).changes;
           if (changes !== 1) return false;
-          this.event(
+          this.storeEvent(
             fence.tenantId,
             fence.runId,
-            'run.status',
-            { status: 'queued', reason: request.reason, retryAt, cause: request.cause },
+            STORE_RUN_EVENTS.released,
+            { reason: request.reason, cause: request.cause },
             at,
           );
           return true;
@@ -417,13 +432,7 @@ export class SqliteRuns implements RunStore {
             )
             .get(reason, at, tenantId, runId);
           if (row === undefined) return undefined;
-          this.event(
-            tenantId,
-            runId,
-            'run.status',
-            { status: 'queued', reason, actor: actorId, retry: true },
-            at,
-          );
+          this.storeEvent(tenantId, runId, STORE_RUN_EVENTS.retried, { reason, actor: actorId }, at);
           return this.withMessages(row);
         })
         .immediate(),
