@@ -8,7 +8,7 @@ import { Runtime } from '../../src/runs/index.js';
 import { openStore } from '../../src/store/index.js';
 import { hotStatements } from '../../src/store/postgres/prepared.js';
 import { UNKNOWN_CALLS } from '../../src/store/postgres/monitor.js';
-import { LIST_WAITING, RUN_EVENTS, approvalsPage } from '../../src/store/postgres/runs.js';
+import { APPROVALS_PAGE, LIST_WAITING, RUN_EVENTS } from '../../src/store/runs-sql.js';
 import { defineTool, external } from '../../src/tools/index.js';
 import { createTestDatabase } from '../support/databases.js';
 
@@ -191,7 +191,7 @@ describe('generic plans of the hot statements (PostgreSQL)', () => {
       );
       await client.query('ANALYZE runs');
       await client.query('SET plan_cache_mode = force_custom_plan');
-      await client.query(`PREPARE list_waiting AS ${LIST_WAITING}`);
+      await client.query(`PREPARE list_waiting AS ${LIST_WAITING.postgres}`);
       for (const args of [
         `'awaiting_approval', 100, NULL, NULL, NULL`,
         `'awaiting_reconciliation', 100, now() - interval '1 hour', '${TENANT}', 'waiting_7'`,
@@ -219,11 +219,11 @@ describe('generic plans of the hot statements (PostgreSQL)', () => {
       );
       await client.query('ANALYZE run_events, approvals');
       const pages: [string, { text: string; values: unknown[] }][] = [
-        ['run_events_pkey', { text: RUN_EVENTS, values: [TENANT, 'waiting_1', 2_000, 100] }],
-        ['approvals_pending', approvalsPage(TENANT, { statuses: ['pending'], limit: 50 })],
+        ['run_events_pkey', { text: RUN_EVENTS.postgres, values: [TENANT, 'waiting_1', 2_000, 100] }],
+        ['approvals_pending', APPROVALS_PAGE.postgres(TENANT, { statuses: ['pending'], limit: 50 })],
         [
           'approvals_pending',
-          approvalsPage(TENANT, {
+          APPROVALS_PAGE.postgres(TENANT, {
             statuses: ['pending'],
             limit: 50,
             after: { at: new Date(Date.now() - 3_600_000).toISOString(), key: 'waiting_7:call_1' },

@@ -16,7 +16,7 @@ import {
   type Queryable,
 } from './ledger.js';
 import { prepared } from './prepared.js';
-import { SAVE_PARAMS, saveCtes, saveParams } from './runs.js';
+import { SAVE_PARAMS, saveCtes, saveParams } from '../runs-sql.js';
 
 /*
  * A run-loop step's two writes, each one statement: a round trip and a commit, where a transaction of

@@ -23,7 +23,6 @@ import type {
 import {
   appendedMessages,
   releasesLease,
-  RUN_COLUMNS,
   toApproval,
   toRun,
   toRunEvent,
@@ -35,18 +34,36 @@ import {
   type WaitingRow,
 } from '../run-rows.js';
 import { encodeJson } from '../rows.js';
-import { eventDataSql, STORE_RUN_EVENTS, type RunEventDefinition } from '../run-events.js';
+import { STORE_RUN_EVENTS, type RunEventDefinition } from '../run-events.js';
+import {
+  APPEND_EVENT,
+  APPROVALS_OF_RUN,
+  APPROVALS_OF_RUNS,
+  APPROVALS_PAGE,
+  CANCEL,
+  CLAIM,
+  CLAIM_NEXT,
+  CONSUME_APPROVAL,
+  CREATE,
+  CREATE_APPROVALS,
+  DECIDE_APPROVAL,
+  GET,
+  GET_APPROVAL,
+  LIST_WAITING,
+  RELEASE,
+  RENEW,
+  REQUEUE,
+  RETRY,
+  RUN_EVENTS,
+  RUNS_PAGE,
+  SAVE,
+  SUMMARY,
+  liteStoreEvent,
+} from '../runs-sql.js';
 import { settle } from './settle.js';
 
 const now = (): string => new Date().toISOString();
 const later = (ms: number): string => new Date(Date.now() + ms).toISOString();
-
-/** When a run became claimable (see the PostgreSQL store); runs_claim (schema 0006) is on it. */
-const CLAIMABLE_FROM = 'COALESCE(lease_expires_at, updated_at)';
-
-const CLAIMABLE = `status IN ('queued', 'running') AND ${CLAIMABLE_FROM} <= @now`;
-const CLAIM_SET = `status = 'running', lease_owner = @owner, lease_epoch = lease_epoch + 1,
-  lease_expires_at = @expires, updated_at = @now, drive_attempts = drive_attempts + 1`;
 
 /** Runs, events and approvals on one better-sqlite3 connection; each method is one transaction. */
 export class SqliteRuns implements RunStore {
@@ -55,13 +72,11 @@ export class SqliteRuns implements RunStore {
   /** Appends an event numbered by the run's own sequence; callers run it inside their transaction. */
   private event(tenantId: string, runId: string, type: string, data: unknown, at = now()): void {
     const next = this.db
-      .prepare<[string, string], { event_seq: number }>(
-        'UPDATE runs SET event_seq = event_seq + 1 WHERE tenant_id = ? AND run_id = ? RETURNING event_seq',
-      )
+      .prepare<[string, string], { event_seq: number }>(APPEND_EVENT.sqlite.seq)
       .get(tenantId, runId);
     if (next === undefined) throw new Error(`no run ${runId} to append an event to`);
     this.db
-      .prepare('INSERT INTO run_events (tenant_id, run_id, seq, at, type, data) VALUES (?, ?, ?, ?, ?, ?)')
+      .prepare(APPEND_EVENT.sqlite.event)
       .run(tenantId, runId, next.event_seq, at, type, JSON.stringify(data));
   }
 
@@ -76,33 +91,21 @@ export class SqliteRuns implements RunStore {
     params: Readonly<Record<string, string>>,
     at: string,
   ): void {
-    const placeholders = Object.fromEntries(Object.keys(params).map((name) => [name, `@p_${name}`]));
+    const sql = liteStoreEvent(event, Object.keys(params));
     const bound = Object.fromEntries(Object.entries(params).map(([name, v]) => [`p_${name}`, v]));
-    const inserted = this.db
-      .prepare(
-        `INSERT INTO run_events (tenant_id, run_id, seq, at, type, data)
-         SELECT tenant_id, run_id, event_seq + 1, @at, @type, ${eventDataSql('sqlite', event, 'runs', placeholders)}
-         FROM runs WHERE tenant_id = @tenantId AND run_id = @runId`,
-      )
-      .run({ ...bound, at, type: event.type, tenantId, runId });
+    const inserted = this.db.prepare(sql.insert).run({ ...bound, at, type: event.type, tenantId, runId });
     if (inserted.changes !== 1) throw new Error(`no run ${runId} to append an event to`);
-    this.db
-      .prepare('UPDATE runs SET event_seq = event_seq + 1 WHERE tenant_id = ? AND run_id = ?')
-      .run(tenantId, runId);
+    this.db.prepare(sql.bump).run(tenantId, runId);
   }
 
   private row(tenantId: string, runId: string): RunRow | undefined {
-    return this.db
-      .prepare<[string, string], RunRow>(`SELECT ${RUN_COLUMNS} FROM runs WHERE tenant_id = ? AND run_id = ?`)
-      .get(tenantId, runId);
+    return this.db.prepare<[string, string], RunRow>(SUMMARY.sqlite).get(tenantId, runId);
   }
 
   /** The run of this row with its conversation, read in order (inside the caller's transaction). */
   private withMessages(row: RunRow): RunRecord {
     const messages = this.db
-      .prepare<[string, string], { message: string }>(
-        'SELECT message FROM run_messages WHERE tenant_id = ? AND run_id = ? ORDER BY idx',
-      )
+      .prepare<[string, string], { message: string }>(GET.sqlite.messages)
       .all(row.tenant_id, row.run_id)
       .map((m) => JSON.parse(m.message) as JsonValue);
     return toRun(row, messages);
@@ -110,9 +113,7 @@ export class SqliteRuns implements RunStore {
 
   /** Appends messages to a run's conversation from position `from` (inside the caller's transaction). */
   private append(tenantId: string, runId: string, from: number, messages: readonly JsonValue[]): void {
-    const insert = this.db.prepare(
-      'INSERT INTO run_messages (tenant_id, run_id, idx, message) VALUES (?, ?, ?, ?)',
-    );
+    const insert = this.db.prepare(SAVE.sqlite.message);
     messages.forEach((m, i) => insert.run(tenantId, runId, from + i, JSON.stringify(m)));
   }
 
@@ -120,23 +121,16 @@ export class SqliteRuns implements RunStore {
     return settle(() =>
       this.db.transaction(() => {
         const at = now();
-        const inserted = this.db
-          .prepare<[Record<string, unknown>], RunRow>(
-            `INSERT INTO runs (tenant_id, run_id, agent, status, input, step, pending, message_count,
-               checkpoint_version, created_at, updated_at)
-             VALUES (@tenantId, @runId, @agent, 'queued', @input, @step, @pending, @messageCount, 1, @at, @at)
-             ON CONFLICT (tenant_id, run_id) DO NOTHING RETURNING ${RUN_COLUMNS}`,
-          )
-          .get({
-            tenantId: request.tenantId,
-            runId: request.runId,
-            agent: request.agent,
-            input: encodeJson(request.input),
-            step: request.checkpoint.step,
-            pending: encodeJson(request.checkpoint.pending),
-            messageCount: request.checkpoint.messages.length,
-            at,
-          });
+        const inserted = this.db.prepare<[Record<string, unknown>], RunRow>(CREATE.sqlite).get({
+          tenantId: request.tenantId,
+          runId: request.runId,
+          agent: request.agent,
+          input: encodeJson(request.input),
+          step: request.checkpoint.step,
+          pending: encodeJson(request.checkpoint.pending),
+          messageCount: request.checkpoint.messages.length,
+          at,
+        });
         if (inserted !== undefined) {
           this.append(request.tenantId, request.runId, 0, request.checkpoint.messages);
           this.storeEvent(request.tenantId, request.runId, STORE_RUN_EVENTS.created, {}, at);
@@ -174,27 +168,8 @@ export class SqliteRuns implements RunStore {
 
   list(tenantId: string, filter: RunListFilter): Promise<RunSummary[]> {
     return settle(() => {
-      const where = ['tenant_id = @tenantId'];
-      const params: Record<string, unknown> = { tenantId, limit: filter.limit };
-      if (filter.statuses !== undefined) {
-        where.push(`status IN (${filter.statuses.map((_, i) => `@s${i}`).join(', ') || 'NULL'})`);
-        filter.statuses.forEach((s, i) => (params[`s${i}`] = s));
-      }
-      if (filter.agent !== undefined) {
-        where.push('agent = @agent');
-        params.agent = filter.agent;
-      }
-      if (filter.after !== undefined) {
-        where.push('(created_at, run_id) > (@afterAt, @afterId)');
-        params.afterAt = filter.after.at;
-        params.afterId = filter.after.runId;
-      }
-      return this.db
-        .prepare<[Record<string, unknown>], RunRow>(
-          `SELECT ${RUN_COLUMNS} FROM runs WHERE ${where.join(' AND ')} ORDER BY created_at, run_id LIMIT @limit`,
-        )
-        .all(params)
-        .map(toRunSummary);
+      const page = RUNS_PAGE.sqlite(tenantId, filter);
+      return this.db.prepare<[Record<string, unknown>], RunRow>(page.text).all(page.params).map(toRunSummary);
     });
   }
 
@@ -208,14 +183,7 @@ export class SqliteRuns implements RunStore {
             expires: later(leaseMs),
             agents: agents === undefined ? null : JSON.stringify(agents),
           };
-          const row = this.db
-            .prepare<[Record<string, unknown>], RunRow>(
-              `UPDATE runs SET ${CLAIM_SET} WHERE rowid = (
-                 SELECT rowid FROM runs WHERE ${CLAIMABLE}
-                   AND (@agents IS NULL OR agent IN (SELECT value FROM json_each(@agents)))
-                 ORDER BY ${CLAIMABLE_FROM} LIMIT 1) RETURNING ${RUN_COLUMNS}`,
-            )
-            .get(params);
+          const row = this.db.prepare<[Record<string, unknown>], RunRow>(CLAIM_NEXT.sqlite).get(params);
           return row === undefined ? undefined : this.claimed(row, params.now);
         })
         .immediate(),
@@ -243,19 +211,14 @@ export class SqliteRuns implements RunStore {
     agents: readonly string[] | undefined,
     at: string,
   ): RunRecord | undefined {
-    const row = this.db
-      .prepare<[Record<string, unknown>], RunRow>(
-        `UPDATE runs SET ${CLAIM_SET} WHERE tenant_id = @tenantId AND run_id = @runId AND ${CLAIMABLE}
-           AND (@agents IS NULL OR agent IN (SELECT value FROM json_each(@agents))) RETURNING ${RUN_COLUMNS}`,
-      )
-      .get({
-        owner,
-        now: at,
-        expires: later(leaseMs),
-        tenantId,
-        runId,
-        agents: agents === undefined ? null : JSON.stringify(agents),
-      });
+    const row = this.db.prepare<[Record<string, unknown>], RunRow>(CLAIM.sqlite).get({
+      owner,
+      now: at,
+      expires: later(leaseMs),
+      tenantId,
+      runId,
+      agents: agents === undefined ? null : JSON.stringify(agents),
+    });
     return row === undefined ? undefined : this.claimed(row, at);
   }
 
@@ -272,10 +235,7 @@ export class SqliteRuns implements RunStore {
   private renewSync(fence: Omit<RunFence, 'checkpointVersion'>, owner: string, leaseMs: number): boolean {
     return (
       this.db
-        .prepare(
-          `UPDATE runs SET lease_expires_at = ? WHERE tenant_id = ? AND run_id = ? AND lease_epoch = ?
-           AND lease_owner = ? AND status = 'running' AND lease_expires_at > ?`,
-        )
+        .prepare(RENEW.sqlite)
         .run(later(leaseMs), fence.tenantId, fence.runId, fence.leaseEpoch, owner, now()).changes === 1
     );
   }
@@ -289,18 +249,7 @@ export class SqliteRuns implements RunStore {
         const appended = appendedMessages(request);
         if (renew !== undefined && !this.renewSync(fence, renew.owner, renew.leaseMs)) return undefined;
         const row = this.db
-          .prepare<[Record<string, unknown>], { checkpoint_version: number }>(
-            `UPDATE runs SET pending = @pending, step = @step, message_count = message_count + @appended,
-               checkpoint_version = checkpoint_version + 1, status = @status,
-               result = COALESCE(@result, result), error = @error, status_reason = @reason, updated_at = @at,
-               lease_owner = CASE WHEN @release THEN NULL ELSE lease_owner END,
-               lease_expires_at = CASE WHEN @release THEN NULL ELSE lease_expires_at END,
-               drive_attempts = CASE WHEN @release THEN 0 ELSE drive_attempts END,
-               model_outages = CASE WHEN @modelAnswered THEN 0 ELSE model_outages END
-             WHERE tenant_id = @tenantId AND run_id = @runId AND lease_epoch = @epoch
-               AND checkpoint_version = @version AND status = 'running' AND message_count = @stored
-             RETURNING checkpoint_version`,
-          )
+          .prepare<[Record<string, unknown>], { checkpoint_version: number }>(SAVE.sqlite.run)
           .get({
             tenantId: fence.tenantId,
             runId: fence.runId,
@@ -331,10 +280,7 @@ export class SqliteRuns implements RunStore {
       this.db.transaction(() => {
         const at = now();
         const changes = this.db
-          .prepare(
-            `UPDATE runs SET status = 'queued', status_reason = ?, updated_at = ?, lease_owner = NULL, lease_expires_at = NULL
-             WHERE tenant_id = ? AND run_id = ? AND status IN (SELECT value FROM json_each(?))`,
-          )
+          .prepare(REQUEUE.sqlite)
           .run(reason, at, tenantId, runId, JSON.stringify(from)).changes;
         if (changes === 1) this.storeEvent(tenantId, runId, STORE_RUN_EVENTS.requeued, { reason }, at);
         return changes === 1;
@@ -347,11 +293,7 @@ export class SqliteRuns implements RunStore {
       this.db.transaction(() => {
         const at = now();
         const row = this.db
-          .prepare<[string, string, string, string, string], RunRow>(
-            `UPDATE runs SET status = 'cancelled', status_reason = ?, updated_at = ?, lease_owner = NULL,
-               lease_expires_at = NULL, lease_epoch = lease_epoch + 1
-             WHERE tenant_id = ? AND run_id = ? AND status NOT IN (SELECT value FROM json_each(?)) RETURNING ${RUN_COLUMNS}`,
-          )
+          .prepare<[string, string, string, string, string], RunRow>(CANCEL.sqlite)
           .get(reason, at, tenantId, runId, JSON.stringify(FINAL_RUN_STATUSES));
         if (row === undefined) return undefined;
         this.storeEvent(tenantId, runId, STORE_RUN_EVENTS.cancelled, { reason, actor: actorId }, at);
@@ -363,12 +305,7 @@ export class SqliteRuns implements RunStore {
   listWaiting(status: RunStatus, limit: number, after?: WaitingCursor): Promise<WaitingRun[]> {
     return settle(() =>
       this.db
-        .prepare<[Record<string, unknown>], WaitingRow>(
-          `SELECT tenant_id, run_id, status, updated_at, pending
-           FROM runs WHERE status = @status
-             AND (@at IS NULL OR (updated_at, tenant_id, run_id) > (@at, @tenantId, @runId))
-           ORDER BY updated_at, tenant_id, run_id LIMIT @limit`,
-        )
+        .prepare<[Record<string, unknown>], WaitingRow>(LIST_WAITING.sqlite)
         .all({
           status,
           limit,
@@ -387,24 +324,16 @@ export class SqliteRuns implements RunStore {
           const at = now();
           const { fence } = request;
           const retryAt = later(Math.max(0, Math.round(request.delayMs)));
-          const changes = this.db
-            .prepare(
-              `UPDATE runs SET status = 'queued', status_reason = @reason, updated_at = @at, lease_owner = NULL,
-                 lease_expires_at = @retryAt, last_error = COALESCE(@lastError, last_error),
-                 model_outages = CASE WHEN @cause = 'model_outage' THEN model_outages + 1 ELSE model_outages END,
-                 drive_attempts = CASE WHEN @cause = 'failed_drive' THEN drive_attempts ELSE 0 END
-               WHERE tenant_id = @tenantId AND run_id = @runId AND lease_epoch = @epoch AND status = 'running'`,
-            )
-            .run({
-              tenantId: fence.tenantId,
-              runId: fence.runId,
-              epoch: fence.leaseEpoch,
-              reason: request.reason,
-              at,
-              retryAt,
-              lastError: encodeJson(request.lastError ?? null),
-              cause: request.cause,
-            }).changes;
+          const changes = this.db.prepare(RELEASE.sqlite).run({
+            tenantId: fence.tenantId,
+            runId: fence.runId,
+            epoch: fence.leaseEpoch,
+            reason: request.reason,
+            at,
+            retryAt,
+            lastError: encodeJson(request.lastError ?? null),
+            cause: request.cause,
+          }).changes;
           if (changes !== 1) return false;
           this.storeEvent(
             fence.tenantId,
@@ -425,11 +354,7 @@ export class SqliteRuns implements RunStore {
         .transaction(() => {
           const at = now();
           const row = this.db
-            .prepare<[string, string, string, string], RunRow>(
-              `UPDATE runs SET status = 'queued', status_reason = ?, error = NULL, updated_at = ?,
-                 lease_owner = NULL, lease_expires_at = NULL, drive_attempts = 0, model_outages = 0
-               WHERE tenant_id = ? AND run_id = ? AND status = 'failed' RETURNING ${RUN_COLUMNS}`,
-            )
+            .prepare<[string, string, string, string], RunRow>(RETRY.sqlite)
             .get(reason, at, tenantId, runId);
           if (row === undefined) return undefined;
           this.storeEvent(tenantId, runId, STORE_RUN_EVENTS.retried, { reason, actor: actorId }, at);
@@ -446,9 +371,7 @@ export class SqliteRuns implements RunStore {
   events(tenantId: string, runId: string, afterSeq: number, limit: number): Promise<RunEvent[]> {
     return settle(() =>
       this.db
-        .prepare<[string, string, number, number], RunEventRow>(
-          'SELECT * FROM run_events WHERE tenant_id = ? AND run_id = ? AND seq > ? ORDER BY seq LIMIT ?',
-        )
+        .prepare<[string, string, number, number], RunEventRow>(RUN_EVENTS.sqlite)
         .all(tenantId, runId, afterSeq, limit)
         .map(toRunEvent),
     );
@@ -457,11 +380,7 @@ export class SqliteRuns implements RunStore {
   createApprovals(approvals: readonly NewApproval[]): Promise<void> {
     return settle(() =>
       this.db.transaction(() => {
-        const insert = this.db.prepare(
-          `INSERT INTO approvals (tenant_id, idempotency_key, run_id, tool_name, args, args_digest, status, created_at)
-           VALUES (@tenantId, @idempotencyKey, @runId, @toolName, @args, @argsDigest, 'pending', @at)
-           ON CONFLICT (tenant_id, idempotency_key) DO NOTHING`,
-        );
+        const insert = this.db.prepare(CREATE_APPROVALS.sqlite);
         const at = now();
         for (const a of approvals) insert.run({ ...a, args: JSON.stringify(a.args), at });
       })(),
@@ -471,9 +390,7 @@ export class SqliteRuns implements RunStore {
   getApproval(tenantId: string, idempotencyKey: string): Promise<ApprovalRecord | undefined> {
     return settle(() => {
       const row = this.db
-        .prepare<[string, string], ApprovalRow>(
-          'SELECT * FROM approvals WHERE tenant_id = ? AND idempotency_key = ?',
-        )
+        .prepare<[string, string], ApprovalRow>(GET_APPROVAL.sqlite)
         .get(tenantId, idempotencyKey);
       return row === undefined ? undefined : toApproval(row);
     });
@@ -483,9 +400,7 @@ export class SqliteRuns implements RunStore {
     runs: readonly { readonly tenantId: string; readonly runId: string }[],
   ): Promise<ApprovalRecord[]> {
     return settle(() => {
-      const statement = this.db.prepare<[string, string], ApprovalRow>(
-        'SELECT * FROM approvals WHERE tenant_id = ? AND run_id = ?',
-      );
+      const statement = this.db.prepare<[string, string], ApprovalRow>(APPROVALS_OF_RUNS.sqlite);
       return runs.flatMap((r) => statement.all(r.tenantId, r.runId).map(toApproval));
     });
   }
@@ -493,9 +408,7 @@ export class SqliteRuns implements RunStore {
   approvalsOfRun(tenantId: string, runId: string): Promise<ApprovalRecord[]> {
     return settle(() =>
       this.db
-        .prepare<[string, string], ApprovalRow>(
-          'SELECT * FROM approvals WHERE tenant_id = ? AND run_id = ? ORDER BY created_at, idempotency_key',
-        )
+        .prepare<[string, string], ApprovalRow>(APPROVALS_OF_RUN.sqlite)
         .all(tenantId, runId)
         .map(toApproval),
     );
@@ -503,28 +416,10 @@ export class SqliteRuns implements RunStore {
 
   listApprovals(tenantId: string, filter: ApprovalListFilter): Promise<ApprovalRecord[]> {
     return settle(() => {
-      const where = ['tenant_id = @tenantId'];
-      const params: Record<string, unknown> = { tenantId, limit: filter.limit };
-      // Of one status, in (created_at, key) order: the pending ones are a range of approvals_pending.
-      const one = filter.statuses?.length === 1 ? filter.statuses[0] : undefined;
-      if (one !== undefined) {
-        where.push('status = @status');
-        params.status = one;
-      } else if (filter.statuses !== undefined) {
-        where.push('status IN (SELECT value FROM json_each(@statuses))');
-        params.statuses = JSON.stringify(filter.statuses);
-      }
-      if (filter.after !== undefined) {
-        where.push('(created_at, idempotency_key) > (@afterAt, @afterKey)');
-        params.afterAt = filter.after.at;
-        params.afterKey = filter.after.key;
-      }
+      const page = APPROVALS_PAGE.sqlite(tenantId, filter);
       return this.db
-        .prepare<[Record<string, unknown>], ApprovalRow>(
-          `SELECT * FROM approvals WHERE ${where.join(' AND ')}
-           ORDER BY ${one === undefined ? `(status = 'pending') DESC, ` : ''}created_at, idempotency_key LIMIT @limit`,
-        )
-        .all(params)
+        .prepare<[Record<string, unknown>], ApprovalRow>(page.text)
+        .all(page.params)
         .map(toApproval);
     });
   }
@@ -538,10 +433,7 @@ export class SqliteRuns implements RunStore {
   ): Promise<ApprovalRecord | undefined> {
     return settle(() => {
       const row = this.db
-        .prepare<[string, string, string | null, string, string, string], ApprovalRow>(
-          `UPDATE approvals SET status = ?, decided_by = ?, reason = ?, decided_at = ?
-           WHERE tenant_id = ? AND idempotency_key = ? AND status = 'pending' RETURNING *`,
-        )
+        .prepare<[string, string, string | null, string, string, string], ApprovalRow>(DECIDE_APPROVAL.sqlite)
         .get(decision, actorId, reason, now(), tenantId, idempotencyKey);
       return row === undefined ? undefined : toApproval(row);
     });
@@ -550,12 +442,8 @@ export class SqliteRuns implements RunStore {
   consumeApproval(tenantId: string, idempotencyKey: string, argsDigest: string): Promise<boolean> {
     return settle(
       () =>
-        this.db
-          .prepare(
-            `UPDATE approvals SET status = 'consumed', consumed_at = ?
-             WHERE tenant_id = ? AND idempotency_key = ? AND status = 'approved' AND args_digest = ?`,
-          )
-          .run(now(), tenantId, idempotencyKey, argsDigest).changes === 1,
+        this.db.prepare(CONSUME_APPROVAL.sqlite).run(now(), tenantId, idempotencyKey, argsDigest).changes ===
+        1,
     );
   }
 }

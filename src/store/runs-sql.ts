@@ -1,0 +1,496 @@
+import type { SaveCheckpointRequest, ApprovalListFilter, RunListFilter } from './run-store.js';
+import { appendedMessages, releasesLease, RUN_COLUMNS } from './run-rows.js';
+import { encodeJson } from './rows.js';
+import { eventDataSql, STORE_RUN_EVENTS, type RunEventDefinition } from './run-events.js';
+import { numbered } from './postgres/ledger.js';
+
+/*
+ * The SQL of the run store's operations, both dialects side by side: each operation's PostgreSQL
+ * statement (one statement of common table expressions, `$n` parameters) next to its SQLite
+ * statements (those of one transaction, `?` or `@name` parameters), so a change to one is made
+ * beside the other. The events a store writes itself are defined once (run-events.ts) and rendered
+ * into both. The conformance suite and test/store/drift.test.ts judge that the two stores behave
+ * alike; PostgresRuns and SqliteRuns hold only what runs the statements.
+ */
+
+/**
+ * When a run became claimable: a queued run when it was queued (or the time it was let go until), a
+ * running one when its lease expired. The claim index (runs_claim, schema 0006) is on this, among
+ * queued and running runs, so the oldest claimable run is the first entry of an index scan.
+ */
+const CLAIMABLE_FROM = 'COALESCE(lease_expires_at, updated_at)';
+
+/** A store-written run event's data, as both stores define it (run-events.ts). */
+const pgEvent = (event: RunEventDefinition, row: string, params?: Record<string, string>): string =>
+  eventDataSql('postgres', event, row, params);
+
+/** A run that may be claimed now, `now` being the dialect's time of the claim. */
+const claimable = (now: string): string => `status IN ('queued', 'running') AND ${CLAIMABLE_FROM} <= ${now}`;
+
+/** What a claim sets (PostgreSQL: the owner $1, the lease $2 ms; the event's seq moves with it). */
+const PG_CLAIM_SET = `status = 'running', lease_owner = $1, lease_epoch = lease_epoch + 1,
+  lease_expires_at = oncely_now() + make_interval(secs => $2::double precision / 1000), updated_at = oncely_now(),
+  drive_attempts = drive_attempts + 1, event_seq = event_seq + 1`;
+
+/** What a claim sets (SQLite: @owner, @expires, @now; the event appends its own seq). */
+const LITE_CLAIM_SET = `status = 'running', lease_owner = @owner, lease_epoch = lease_epoch + 1,
+  lease_expires_at = @expires, updated_at = @now, drive_attempts = drive_attempts + 1`;
+
+/**
+ * The conversation of the run `alias` names, its messages in order as one JSON array: a range of
+ * run_messages' primary key.
+ */
+export function messagesOf(alias: string): string {
+  return `(SELECT COALESCE(json_agg(m.message ORDER BY m.idx), '[]'::json) FROM run_messages m
+    WHERE m.tenant_id = ${alias}.tenant_id AND m.run_id = ${alias}.run_id) AS messages`;
+}
+
+/** PostgreSQL: a claim's event, and the claimed run with its conversation. */
+const PG_CLAIMED_EVENT = `
+, ev AS (
+  INSERT INTO run_events (tenant_id, run_id, seq, type, data)
+  SELECT tenant_id, run_id, event_seq, '${STORE_RUN_EVENTS.claimed.type}', ${pgEvent(STORE_RUN_EVENTS.claimed, 'u')} FROM u
+)
+SELECT u.*, ${messagesOf('u')} FROM u`;
+
+export const CLAIM_NEXT = {
+  postgres: `
+WITH u AS (
+  UPDATE runs SET ${PG_CLAIM_SET}
+  WHERE (tenant_id, run_id) = (
+    SELECT tenant_id, run_id FROM runs WHERE ${claimable('oncely_now()')} AND ($3::text[] IS NULL OR agent = ANY($3::text[]))
+    ORDER BY ${CLAIMABLE_FROM} LIMIT 1 FOR UPDATE SKIP LOCKED
+  ) AND ${claimable('oncely_now()')}
+  RETURNING *
+)${PG_CLAIMED_EVENT}`,
+  sqlite: `UPDATE runs SET ${LITE_CLAIM_SET} WHERE rowid = (
+  SELECT rowid FROM runs WHERE ${claimable('@now')}
+    AND (@agents IS NULL OR agent IN (SELECT value FROM json_each(@agents)))
+  ORDER BY ${CLAIMABLE_FROM} LIMIT 1) RETURNING ${RUN_COLUMNS}`,
+} as const;
+
+export const CLAIM = {
+  postgres: `
+WITH u AS (
+  UPDATE runs SET ${PG_CLAIM_SET} WHERE tenant_id = $3 AND run_id = $4 AND ${claimable('oncely_now()')}
+    AND ($5::text[] IS NULL OR agent = ANY($5::text[]))
+  RETURNING *
+)${PG_CLAIMED_EVENT}`,
+  sqlite: `UPDATE runs SET ${LITE_CLAIM_SET} WHERE tenant_id = @tenantId AND run_id = @runId AND ${claimable('@now')}
+  AND (@agents IS NULL OR agent IN (SELECT value FROM json_each(@agents))) RETURNING ${RUN_COLUMNS}`,
+} as const;
+
+export const GET = {
+  postgres: `SELECT r.*, ${messagesOf('r')} FROM runs r WHERE tenant_id = $1 AND run_id = $2`,
+  /** The run's row as SUMMARY reads it, then its messages, in one read transaction. */
+  sqlite: {
+    messages: 'SELECT message FROM run_messages WHERE tenant_id = ? AND run_id = ? ORDER BY idx',
+  },
+} as const;
+
+export const SUMMARY = {
+  postgres: `SELECT ${RUN_COLUMNS} FROM runs WHERE tenant_id = $1 AND run_id = $2`,
+  sqlite: `SELECT ${RUN_COLUMNS} FROM runs WHERE tenant_id = ? AND run_id = ?`,
+} as const;
+
+export const RENEW = {
+  postgres: `
+UPDATE runs SET lease_expires_at = oncely_now() + make_interval(secs => $5::double precision / 1000)
+WHERE tenant_id = $1 AND run_id = $2 AND lease_epoch = $3 AND lease_owner = $4 AND status = 'running'
+  AND lease_expires_at > oncely_now()`,
+  sqlite: `UPDATE runs SET lease_expires_at = ? WHERE tenant_id = ? AND run_id = ? AND lease_epoch = ?
+  AND lease_owner = ? AND status = 'running' AND lease_expires_at > ?`,
+} as const;
+
+/** How many parameters SAVE's common table expressions take (`saveParams`). */
+export const SAVE_PARAMS = 18;
+
+/**
+ * A checkpoint saved under the fence (epoch, version and message count), with its new messages
+ * appended and its events, and the lease renewed when asked: SAVE's common table expressions (saved,
+ * saved_msg, saved_ev), with parameters from `$at`; `also` adds a condition to the fence (a step's
+ * outcomes all applied).
+ */
+export function saveCtes(at: number, also = ''): string {
+  const p = numbered(at);
+  return `saved AS (
+  UPDATE runs SET pending = ${p(5)}::jsonb, step = ${p(16)}::integer,
+    message_count = message_count + cardinality(${p(17)}::jsonb[]),
+    checkpoint_version = checkpoint_version + 1, status = ${p(6)},
+    result = COALESCE(${p(7)}::jsonb, result), error = ${p(8)}::jsonb, status_reason = ${p(9)}, updated_at = oncely_now(),
+    lease_owner = CASE WHEN ${p(10)} THEN NULL ELSE lease_owner END,
+    lease_expires_at = CASE WHEN ${p(10)} THEN NULL
+      WHEN ${p(14)}::text IS NOT NULL THEN oncely_now() + make_interval(secs => ${p(15)}::double precision / 1000)
+      ELSE lease_expires_at END,
+    drive_attempts = CASE WHEN ${p(10)} THEN 0 ELSE drive_attempts END,
+    model_outages = CASE WHEN ${p(13)} THEN 0 ELSE model_outages END,
+    event_seq = event_seq + cardinality(${p(11)}::text[])
+  WHERE tenant_id = ${p(1)} AND run_id = ${p(2)} AND lease_epoch = ${p(3)} AND checkpoint_version = ${p(4)} AND status = 'running'
+    AND message_count = ${p(18)}::integer
+    AND (${p(14)}::text IS NULL OR (lease_owner = ${p(14)} AND lease_expires_at > oncely_now()))${also}
+  RETURNING tenant_id, run_id, checkpoint_version, event_seq
+), saved_msg AS (
+  INSERT INTO run_messages (tenant_id, run_id, idx, message)
+  SELECT saved.tenant_id, saved.run_id, ${p(18)}::integer + m.n - 1, m.message
+  FROM saved, unnest(${p(17)}::jsonb[]) WITH ORDINALITY AS m(message, n)
+), saved_ev AS (
+  INSERT INTO run_events (tenant_id, run_id, seq, type, data)
+  SELECT saved.tenant_id, saved.run_id, saved.event_seq - cardinality(${p(11)}::text[]) + e.n, e.type, e.data
+  FROM saved, unnest(${p(11)}::text[], ${p(12)}::jsonb[]) WITH ORDINALITY AS e(type, data, n)
+  ORDER BY e.n
+)`;
+}
+
+export const SAVE = {
+  postgres: `WITH ${saveCtes(1)}
+SELECT checkpoint_version FROM saved`,
+  sqlite: {
+    run: `UPDATE runs SET pending = @pending, step = @step, message_count = message_count + @appended,
+  checkpoint_version = checkpoint_version + 1, status = @status,
+  result = COALESCE(@result, result), error = @error, status_reason = @reason, updated_at = @at,
+  lease_owner = CASE WHEN @release THEN NULL ELSE lease_owner END,
+  lease_expires_at = CASE WHEN @release THEN NULL ELSE lease_expires_at END,
+  drive_attempts = CASE WHEN @release THEN 0 ELSE drive_attempts END,
+  model_outages = CASE WHEN @modelAnswered THEN 0 ELSE model_outages END
+WHERE tenant_id = @tenantId AND run_id = @runId AND lease_epoch = @epoch
+  AND checkpoint_version = @version AND status = 'running' AND message_count = @stored
+RETURNING checkpoint_version`,
+    /** One message appended (the lease, when asked, is renewed first with RENEW). */
+    message: 'INSERT INTO run_messages (tenant_id, run_id, idx, message) VALUES (?, ?, ?, ?)',
+  },
+} as const;
+
+/**
+ * A new run, `queued`; or, with an owner ($6), already claimed by it (as CLAIM leaves a run). Its
+ * first messages ($5) are appended with it.
+ */
+export const CREATE = {
+  postgres: `
+WITH ins AS (
+  INSERT INTO runs (tenant_id, run_id, agent, status, input, step, pending, message_count, checkpoint_version,
+    event_seq, lease_owner, lease_epoch, lease_expires_at, drive_attempts)
+  SELECT $1, $2, $3, CASE WHEN $6::text IS NULL THEN 'queued' ELSE 'running' END, $4::jsonb, $8::integer,
+    $9::jsonb, cardinality($5::jsonb[]), 1,
+    CASE WHEN $6::text IS NULL THEN 1 ELSE 2 END, $6, CASE WHEN $6::text IS NULL THEN 0 ELSE 1 END,
+    CASE WHEN $6::text IS NULL THEN NULL ELSE oncely_now() + make_interval(secs => $7::double precision / 1000) END,
+    CASE WHEN $6::text IS NULL THEN 0 ELSE 1 END
+  ON CONFLICT (tenant_id, run_id) DO NOTHING
+  RETURNING *
+), msg AS (
+  INSERT INTO run_messages (tenant_id, run_id, idx, message)
+  SELECT ins.tenant_id, ins.run_id, m.n - 1, m.message FROM ins, unnest($5::jsonb[]) WITH ORDINALITY AS m(message, n)
+), ev AS (
+  INSERT INTO run_events (tenant_id, run_id, seq, type, data)
+  SELECT tenant_id, run_id, 1, '${STORE_RUN_EVENTS.created.type}', ${pgEvent(STORE_RUN_EVENTS.created, 'ins')} FROM ins
+  UNION ALL
+  SELECT tenant_id, run_id, 2, '${STORE_RUN_EVENTS.claimed.type}', ${pgEvent(STORE_RUN_EVENTS.claimed, 'ins')}
+  FROM ins WHERE lease_owner IS NOT NULL
+)
+SELECT * FROM ins`,
+  sqlite: `INSERT INTO runs (tenant_id, run_id, agent, status, input, step, pending, message_count,
+  checkpoint_version, created_at, updated_at)
+VALUES (@tenantId, @runId, @agent, 'queued', @input, @step, @pending, @messageCount, 1, @at, @at)
+ON CONFLICT (tenant_id, run_id) DO NOTHING RETURNING ${RUN_COLUMNS}`,
+} as const;
+
+export const REQUEUE = {
+  postgres: `
+WITH u AS (
+  UPDATE runs SET status = 'queued', status_reason = $4, updated_at = oncely_now(), lease_owner = NULL, lease_expires_at = NULL,
+    event_seq = event_seq + 1
+  WHERE tenant_id = $1 AND run_id = $2 AND status = ANY($3::text[])
+  RETURNING tenant_id, run_id, event_seq
+), ev AS (
+  INSERT INTO run_events (tenant_id, run_id, seq, type, data)
+  SELECT tenant_id, run_id, event_seq, '${STORE_RUN_EVENTS.requeued.type}', ${pgEvent(STORE_RUN_EVENTS.requeued, 'u', { reason: '$4::text' })} FROM u
+)
+SELECT 1 FROM u`,
+  sqlite: `UPDATE runs SET status = 'queued', status_reason = ?, updated_at = ?, lease_owner = NULL, lease_expires_at = NULL
+WHERE tenant_id = ? AND run_id = ? AND status IN (SELECT value FROM json_each(?))`,
+} as const;
+
+export const CANCEL = {
+  postgres: `
+WITH u AS (
+  UPDATE runs SET status = 'cancelled', status_reason = $3, updated_at = oncely_now(),
+    lease_owner = NULL, lease_expires_at = NULL, lease_epoch = lease_epoch + 1, event_seq = event_seq + 1
+  WHERE tenant_id = $1 AND run_id = $2 AND NOT (status = ANY($4::text[]))
+  RETURNING *
+), ev AS (
+  INSERT INTO run_events (tenant_id, run_id, seq, type, data)
+  SELECT tenant_id, run_id, event_seq, '${STORE_RUN_EVENTS.cancelled.type}',
+    ${pgEvent(STORE_RUN_EVENTS.cancelled, 'u', { reason: '$3::text', actor: '$5::text' })} FROM u
+)
+SELECT u.*, ${messagesOf('u')} FROM u`,
+  sqlite: `UPDATE runs SET status = 'cancelled', status_reason = ?, updated_at = ?, lease_owner = NULL,
+  lease_expires_at = NULL, lease_epoch = lease_epoch + 1
+WHERE tenant_id = ? AND run_id = ? AND status NOT IN (SELECT value FROM json_each(?)) RETURNING ${RUN_COLUMNS}`,
+} as const;
+
+/** A driver lets go of a running run at its epoch; claimable again after the delay. */
+export const RELEASE = {
+  postgres: `
+WITH u AS (
+  UPDATE runs SET status = 'queued', status_reason = $4, updated_at = oncely_now(), lease_owner = NULL,
+    lease_expires_at = oncely_now() + make_interval(secs => $5::double precision / 1000),
+    last_error = COALESCE($6::jsonb, last_error),
+    model_outages = CASE WHEN $7 = 'model_outage' THEN model_outages + 1 ELSE model_outages END,
+    drive_attempts = CASE WHEN $7 = 'failed_drive' THEN drive_attempts ELSE 0 END,
+    event_seq = event_seq + 1
+  WHERE tenant_id = $1 AND run_id = $2 AND lease_epoch = $3 AND status = 'running'
+  RETURNING tenant_id, run_id, event_seq, lease_expires_at
+), ev AS (
+  INSERT INTO run_events (tenant_id, run_id, seq, type, data)
+  SELECT tenant_id, run_id, event_seq, '${STORE_RUN_EVENTS.released.type}',
+    ${pgEvent(STORE_RUN_EVENTS.released, 'u', { reason: '$4::text', cause: '$7::text' })} FROM u
+)
+SELECT 1 FROM u`,
+  sqlite: `UPDATE runs SET status = 'queued', status_reason = @reason, updated_at = @at, lease_owner = NULL,
+  lease_expires_at = @retryAt, last_error = COALESCE(@lastError, last_error),
+  model_outages = CASE WHEN @cause = 'model_outage' THEN model_outages + 1 ELSE model_outages END,
+  drive_attempts = CASE WHEN @cause = 'failed_drive' THEN drive_attempts ELSE 0 END
+WHERE tenant_id = @tenantId AND run_id = @runId AND lease_epoch = @epoch AND status = 'running'`,
+} as const;
+
+/** An operator re-drives a failed run from its last checkpoint. */
+export const RETRY = {
+  postgres: `
+WITH u AS (
+  UPDATE runs SET status = 'queued', status_reason = $3, error = NULL, updated_at = oncely_now(),
+    lease_owner = NULL, lease_expires_at = NULL, drive_attempts = 0, model_outages = 0,
+    event_seq = event_seq + 1
+  WHERE tenant_id = $1 AND run_id = $2 AND status = 'failed'
+  RETURNING *
+), ev AS (
+  INSERT INTO run_events (tenant_id, run_id, seq, type, data)
+  SELECT tenant_id, run_id, event_seq, '${STORE_RUN_EVENTS.retried.type}',
+    ${pgEvent(STORE_RUN_EVENTS.retried, 'u', { reason: '$3::text', actor: '$4::text' })} FROM u
+)
+SELECT u.*, ${messagesOf('u')} FROM u`,
+  sqlite: `UPDATE runs SET status = 'queued', status_reason = ?, error = NULL, updated_at = ?,
+  lease_owner = NULL, lease_expires_at = NULL, drive_attempts = 0, model_outages = 0
+WHERE tenant_id = ? AND run_id = ? AND status = 'failed' RETURNING ${RUN_COLUMNS}`,
+} as const;
+
+export const APPEND_EVENT = {
+  postgres: `
+WITH r AS (
+  UPDATE runs SET event_seq = event_seq + 1 WHERE tenant_id = $1 AND run_id = $2 RETURNING event_seq
+)
+INSERT INTO run_events (tenant_id, run_id, seq, type, data) SELECT $1, $2, event_seq, $3, $4::jsonb FROM r`,
+  sqlite: {
+    seq: 'UPDATE runs SET event_seq = event_seq + 1 WHERE tenant_id = ? AND run_id = ? RETURNING event_seq',
+    event: 'INSERT INTO run_events (tenant_id, run_id, seq, at, type, data) VALUES (?, ?, ?, ?, ?, ?)',
+  },
+} as const;
+
+/**
+ * A page of the runs waiting in one status, after a cursor: a range of runs_waiting (schema 0006), in
+ * its order. Planned for its values (the status picks the partial index), not prepared.
+ */
+export const LIST_WAITING = {
+  postgres: `SELECT tenant_id, run_id, status, updated_at, pending
+FROM runs WHERE status = $1
+  AND ($3::timestamptz IS NULL OR (updated_at, tenant_id, run_id) > ($3::timestamptz, $4, $5))
+ORDER BY updated_at, tenant_id, run_id LIMIT $2`,
+  sqlite: `SELECT tenant_id, run_id, status, updated_at, pending
+FROM runs WHERE status = @status
+  AND (@at IS NULL OR (updated_at, tenant_id, run_id) > (@at, @tenantId, @runId))
+ORDER BY updated_at, tenant_id, run_id LIMIT @limit`,
+} as const;
+
+/** A page of a run's events after a seq: a range of its primary key (tenant_id, run_id, seq). */
+export const RUN_EVENTS = {
+  postgres:
+    'SELECT * FROM run_events WHERE tenant_id = $1 AND run_id = $2 AND seq > $3 ORDER BY seq LIMIT $4',
+  sqlite: 'SELECT * FROM run_events WHERE tenant_id = ? AND run_id = ? AND seq > ? ORDER BY seq LIMIT ?',
+} as const;
+
+/**
+ * A page of a tenant's approvals. Of one status, in (created_at, key) order: the pending ones are a
+ * range of approvals_pending, in its order. Of several, the pending ones first.
+ */
+function pgApprovalsPage(tenantId: string, filter: ApprovalListFilter): { text: string; values: unknown[] } {
+  const values: unknown[] = [tenantId];
+  const where = ['tenant_id = $1'];
+  const one = filter.statuses?.length === 1 ? filter.statuses[0] : undefined;
+  if (one !== undefined) {
+    values.push(one);
+    where.push(`status = $${values.length}`);
+  } else if (filter.statuses !== undefined) {
+    values.push(filter.statuses);
+    where.push(`status = ANY($${values.length}::text[])`);
+  }
+  if (filter.after !== undefined) {
+    values.push(filter.after.at, filter.after.key);
+    where.push(`(created_at, idempotency_key) > ($${values.length - 1}::timestamptz, $${values.length})`);
+  }
+  values.push(filter.limit);
+  const pendingFirst = one === undefined ? `(status = 'pending') DESC, ` : '';
+  return {
+    text: `SELECT * FROM approvals WHERE ${where.join(' AND ')}
+       ORDER BY ${pendingFirst}created_at, idempotency_key LIMIT $${values.length}`,
+    values,
+  };
+}
+
+/** PostgreSQL SAVE's parameters, in the order of saveCtes. */
+export function saveParams(request: SaveCheckpointRequest): unknown[] {
+  const { fence, checkpoint } = request;
+  const events = request.events ?? [];
+  return [
+    fence.tenantId,
+    fence.runId,
+    fence.leaseEpoch,
+    fence.checkpointVersion,
+    encodeJson(checkpoint.pending),
+    request.status,
+    encodeJson(request.result ?? null),
+    encodeJson(request.error ?? null),
+    request.reason ?? null,
+    releasesLease(request.status),
+    events.map((e) => e.type),
+    events.map((e) => JSON.stringify(e.data)),
+    request.modelAnswered === true,
+    request.renewLease?.owner ?? null,
+    request.renewLease?.leaseMs ?? null,
+    checkpoint.step,
+    appendedMessages(request).map((m) => JSON.stringify(m)),
+    request.storedMessages,
+  ];
+}
+
+export const APPROVALS_PAGE = {
+  postgres: pgApprovalsPage,
+  /** As PostgreSQL's, with named parameters. */
+  sqlite(tenantId: string, filter: ApprovalListFilter): { text: string; params: Record<string, unknown> } {
+    const where = ['tenant_id = @tenantId'];
+    const params: Record<string, unknown> = { tenantId, limit: filter.limit };
+    const one = filter.statuses?.length === 1 ? filter.statuses[0] : undefined;
+    if (one !== undefined) {
+      where.push('status = @status');
+      params.status = one;
+    } else if (filter.statuses !== undefined) {
+      where.push('status IN (SELECT value FROM json_each(@statuses))');
+      params.statuses = JSON.stringify(filter.statuses);
+    }
+    if (filter.after !== undefined) {
+      where.push('(created_at, idempotency_key) > (@afterAt, @afterKey)');
+      params.afterAt = filter.after.at;
+      params.afterKey = filter.after.key;
+    }
+    const pendingFirst = one === undefined ? `(status = 'pending') DESC, ` : '';
+    return {
+      text: `SELECT * FROM approvals WHERE ${where.join(' AND ')}
+       ORDER BY ${pendingFirst}created_at, idempotency_key LIMIT @limit`,
+      params,
+    };
+  },
+};
+
+/** A page of a tenant's runs, without their conversations, in (created_at, run_id) order. */
+export const RUNS_PAGE = {
+  postgres(tenantId: string, filter: RunListFilter): { text: string; values: unknown[] } {
+    const values: unknown[] = [tenantId];
+    const where = ['tenant_id = $1'];
+    if (filter.statuses !== undefined) {
+      values.push(filter.statuses);
+      where.push(`status = ANY($${values.length}::text[])`);
+    }
+    if (filter.agent !== undefined) {
+      values.push(filter.agent);
+      where.push(`agent = $${values.length}`);
+    }
+    if (filter.after !== undefined) {
+      values.push(filter.after.at, filter.after.runId);
+      where.push(`(created_at, run_id) > ($${values.length - 1}::timestamptz, $${values.length})`);
+    }
+    values.push(filter.limit);
+    return {
+      text: `SELECT ${RUN_COLUMNS} FROM runs WHERE ${where.join(' AND ')} ORDER BY created_at, run_id LIMIT $${values.length}`,
+      values,
+    };
+  },
+  sqlite(tenantId: string, filter: RunListFilter): { text: string; params: Record<string, unknown> } {
+    const where = ['tenant_id = @tenantId'];
+    const params: Record<string, unknown> = { tenantId, limit: filter.limit };
+    if (filter.statuses !== undefined) {
+      where.push(`status IN (${filter.statuses.map((_, i) => `@s${i}`).join(', ') || 'NULL'})`);
+      filter.statuses.forEach((s, i) => (params[`s${i}`] = s));
+    }
+    if (filter.agent !== undefined) {
+      where.push('agent = @agent');
+      params.agent = filter.agent;
+    }
+    if (filter.after !== undefined) {
+      where.push('(created_at, run_id) > (@afterAt, @afterId)');
+      params.afterAt = filter.after.at;
+      params.afterId = filter.after.runId;
+    }
+    return {
+      text: `SELECT ${RUN_COLUMNS} FROM runs WHERE ${where.join(' AND ')} ORDER BY created_at, run_id LIMIT @limit`,
+      params,
+    };
+  },
+};
+
+/**
+ * SQLite: an event the store writes itself, its data from the run's row as it now stands (the
+ * statement after the change), then the run's event seq moved on. (PostgreSQL writes each in the
+ * statement of its change, above.)
+ */
+export function liteStoreEvent(
+  event: RunEventDefinition,
+  params: readonly string[],
+): { readonly insert: string; readonly bump: string } {
+  const placeholders = Object.fromEntries(params.map((name) => [name, `@p_${name}`]));
+  return {
+    insert: `INSERT INTO run_events (tenant_id, run_id, seq, at, type, data)
+SELECT tenant_id, run_id, event_seq + 1, @at, @type, ${eventDataSql('sqlite', event, 'runs', placeholders)}
+FROM runs WHERE tenant_id = @tenantId AND run_id = @runId`,
+    bump: 'UPDATE runs SET event_seq = event_seq + 1 WHERE tenant_id = ? AND run_id = ?',
+  };
+}
+
+export const CREATE_APPROVALS = {
+  postgres: `INSERT INTO approvals (tenant_id, idempotency_key, run_id, tool_name, args, args_digest, status)
+SELECT * , 'pending' FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::jsonb[], $6::text[])
+ON CONFLICT (tenant_id, idempotency_key) DO NOTHING`,
+  sqlite: `INSERT INTO approvals (tenant_id, idempotency_key, run_id, tool_name, args, args_digest, status, created_at)
+VALUES (@tenantId, @idempotencyKey, @runId, @toolName, @args, @argsDigest, 'pending', @at)
+ON CONFLICT (tenant_id, idempotency_key) DO NOTHING`,
+} as const;
+
+export const GET_APPROVAL = {
+  postgres: 'SELECT * FROM approvals WHERE tenant_id = $1 AND idempotency_key = $2',
+  sqlite: 'SELECT * FROM approvals WHERE tenant_id = ? AND idempotency_key = ?',
+} as const;
+
+/** The approvals of many runs: PostgreSQL in one statement, SQLite one run at a time. */
+export const APPROVALS_OF_RUNS = {
+  postgres: `SELECT a.* FROM unnest($1::text[], $2::text[]) AS r (tenant_id, run_id)
+CROSS JOIN LATERAL (SELECT * FROM approvals WHERE tenant_id = r.tenant_id AND run_id = r.run_id OFFSET 0) AS a`,
+  sqlite: 'SELECT * FROM approvals WHERE tenant_id = ? AND run_id = ?',
+} as const;
+
+export const APPROVALS_OF_RUN = {
+  postgres:
+    'SELECT * FROM approvals WHERE tenant_id = $1 AND run_id = $2 ORDER BY created_at, idempotency_key',
+  sqlite: 'SELECT * FROM approvals WHERE tenant_id = ? AND run_id = ? ORDER BY created_at, idempotency_key',
+} as const;
+
+/** `pending` → `approved` | `rejected`, compare-and-set. */
+export const DECIDE_APPROVAL = {
+  postgres: `UPDATE approvals SET status = $3, decided_by = $4, reason = $5, decided_at = oncely_now()
+WHERE tenant_id = $1 AND idempotency_key = $2 AND status = 'pending' RETURNING *`,
+  sqlite: `UPDATE approvals SET status = ?, decided_by = ?, reason = ?, decided_at = ?
+WHERE tenant_id = ? AND idempotency_key = ? AND status = 'pending' RETURNING *`,
+} as const;
+
+/** `approved` → `consumed` for exactly this digest. */
+export const CONSUME_APPROVAL = {
+  postgres: `UPDATE approvals SET status = 'consumed', consumed_at = oncely_now()
+WHERE tenant_id = $1 AND idempotency_key = $2 AND status = 'approved' AND args_digest = $3`,
+  sqlite: `UPDATE approvals SET status = 'consumed', consumed_at = ?
+WHERE tenant_id = ? AND idempotency_key = ? AND status = 'approved' AND args_digest = ?`,
+} as const;
