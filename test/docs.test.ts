@@ -1,4 +1,4 @@
-import { RESERVE } from '../src/store/postgres/ledger.js';
+import { RESERVE } from '../src/store/ledger-sql.js';
 import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
@@ -36,7 +36,7 @@ describe('docs stay true to the code', () => {
   });
 
   it('docs/ledger.md shows the reservation statement the PostgreSQL store runs', () => {
-    expect(read('docs/ledger.md')).toContain(RESERVE);
+    expect(read('docs/ledger.md')).toContain(RESERVE.postgres);
   });
 
   it("the README's example is examples/quickstart.ts, and it runs as written", () => {

@@ -2,7 +2,7 @@ import type { SaveCheckpointRequest, ApprovalListFilter, RunListFilter } from '.
 import { appendedMessages, releasesLease, RUN_COLUMNS } from './run-rows.js';
 import { encodeJson } from './rows.js';
 import { eventDataSql, STORE_RUN_EVENTS, type RunEventDefinition } from './run-events.js';
-import { numbered } from './postgres/ledger.js';
+import { numbered } from './ledger-sql.js';
 
 /*
  * The SQL of the run store's operations, both dialects side by side: each operation's PostgreSQL

@@ -7,7 +7,7 @@ import { scriptedModel } from '../../src/models/index.js';
 import { Runtime } from '../../src/runs/index.js';
 import { openStore } from '../../src/store/index.js';
 import { hotStatements } from '../../src/store/postgres/prepared.js';
-import { UNKNOWN_CALLS } from '../../src/store/postgres/monitor.js';
+import { UNKNOWN_CALLS } from '../../src/store/monitor-sql.js';
 import { APPROVALS_PAGE, LIST_WAITING, RUN_EVENTS } from '../../src/store/runs-sql.js';
 import { defineTool, external } from '../../src/tools/index.js';
 import { createTestDatabase } from '../support/databases.js';
@@ -263,7 +263,7 @@ describe('generic plans of the hot statements (PostgreSQL)', () => {
       await client.query('ANALYZE tool_executions, runs');
       for (const after of [null, 15]) {
         const { rows: explained } = await client.query<{ 'QUERY PLAN': [{ Plan: PlanNode }] }>({
-          text: `EXPLAIN (ANALYZE, FORMAT JSON) ${UNKNOWN_CALLS}`,
+          text: `EXPLAIN (ANALYZE, FORMAT JSON) ${UNKNOWN_CALLS.postgres}`,
           values: [
             TENANT,
             null,

@@ -1,17 +1,9 @@
 import type Database from 'better-sqlite3';
+import { settles, type Actor, type LedgerEvent, type ToolExecutionRecord } from '../../ledger/index.js';
 import {
-  RESERVABLE_STATUSES,
-  settles,
-  type Actor,
-  type LedgerEvent,
-  type ToolExecutionRecord,
-} from '../../ledger/index.js';
-import {
-  UNKNOWN_PREDICATE,
   encodeJson,
   assertTransitionRequest,
   ignoredDetail,
-  isUnknownSet,
   lossKind,
   toEvent,
   toRecord,
@@ -31,55 +23,17 @@ import type {
   TransitionResult,
 } from '../store.js';
 import { settle } from './settle.js';
-
-const [REOPENABLE] = RESERVABLE_STATUSES;
-
-/** A new record; an existing one is left alone (the caller reads it and asks the decision table). */
-const RESERVE = `
-INSERT INTO tool_executions (tenant_id, idempotency_key, run_id, tool_call_id, tool_name, effect, args,
-  args_digest, status, attempt, version, compensation_of, attempt_timeout_ms, created_at, updated_at,
-  attempt_started_at)
-VALUES (@tenantId, @idempotencyKey, @runId, @toolCallId, @toolName, @effect, @args,
-  @argsDigest, 'started', 1, 1, @compensationOf, @attemptTimeoutMs, @now, @now, @now)
-ON CONFLICT (tenant_id, idempotency_key) DO NOTHING
-RETURNING *`;
-
-/** Re-opens a `failed` record at the version the caller saw, same tool and arguments: `attempt + 1`. */
-const REOPEN = `
-UPDATE tool_executions SET
-  status = 'started', attempt = attempt + 1, version = version + 1,
-  updated_at = @now, attempt_started_at = @now, attempt_timeout_ms = @attemptTimeoutMs,
-  result = NULL, result_reference = NULL, error = NULL,
-  settled_at = NULL, settled_by_kind = NULL, settled_by_id = NULL
-WHERE tenant_id = @tenantId AND idempotency_key = @idempotencyKey AND status = @reopenable
-  AND version = @reopenVersion AND args_digest = @argsDigest AND tool_name = @toolName
-RETURNING *`;
-
-const MARK_CONFLICT = `
-UPDATE tool_executions SET conflict_at = COALESCE(conflict_at, @now)
-WHERE tenant_id = @tenantId AND idempotency_key = @idempotencyKey`;
-
-const TRANSITION = `
-UPDATE tool_executions SET
-  status = @to, version = version + 1, updated_at = @now,
-  result = CASE WHEN @setResult THEN @result ELSE result END,
-  result_reference = CASE WHEN @setResult THEN @resultReference ELSE result_reference END,
-  error = CASE WHEN @setError THEN @error ELSE error END,
-  settled_at = CASE WHEN @settles THEN @now ELSE settled_at END,
-  settled_by_kind = CASE WHEN @settles THEN @actorKind ELSE settled_by_kind END,
-  settled_by_id = CASE WHEN @settles THEN @actorId ELSE settled_by_id END
-WHERE tenant_id = @tenantId AND idempotency_key = @idempotencyKey
-  AND status = @expectStatus AND version = @expectVersion
-RETURNING *`;
-
-const INSERT_EVENT = `
-INSERT INTO tool_execution_events (tenant_id, idempotency_key, at, kind, actor_kind, actor_id, via,
-  from_status, to_status, attempt, reason, detail)
-VALUES (@tenantId, @idempotencyKey, @now, @kind, @actorKind, @actorId, @via,
-  @from, @to, @attempt, @reason, @detail)`;
-
-const GET = `SELECT * FROM tool_executions WHERE tenant_id = ? AND idempotency_key = ?`;
-const HISTORY = `SELECT * FROM tool_execution_events WHERE tenant_id = ? AND idempotency_key = ? ORDER BY id`;
+import {
+  GET,
+  HISTORY,
+  INSERT_EVENT,
+  LIST,
+  MARK_CONFLICT,
+  REOPEN,
+  REOPENABLE,
+  RESERVE,
+  TRANSITION,
+} from '../ledger-sql.js';
 
 interface EventValues {
   tenantId: string;
@@ -96,13 +50,13 @@ interface EventValues {
 
 function prepareStatements(db: Database.Database) {
   return {
-    reserve: db.prepare<[Record<string, unknown>], ExecutionRow>(RESERVE),
-    reopen: db.prepare<[Record<string, unknown>], ExecutionRow>(REOPEN),
-    markConflict: db.prepare<[Record<string, unknown>]>(MARK_CONFLICT),
-    transition: db.prepare<[Record<string, unknown>], ExecutionRow>(TRANSITION),
-    event: db.prepare<[Record<string, unknown>]>(INSERT_EVENT),
-    get: db.prepare<[string, string], ExecutionRow>(GET),
-    history: db.prepare<[string, string], EventRow>(HISTORY),
+    reserve: db.prepare<[Record<string, unknown>], ExecutionRow>(RESERVE.sqlite),
+    reopen: db.prepare<[Record<string, unknown>], ExecutionRow>(REOPEN.sqlite),
+    markConflict: db.prepare<[Record<string, unknown>]>(MARK_CONFLICT.sqlite),
+    transition: db.prepare<[Record<string, unknown>], ExecutionRow>(TRANSITION.sqlite),
+    event: db.prepare<[Record<string, unknown>]>(INSERT_EVENT.sqlite),
+    get: db.prepare<[string, string], ExecutionRow>(GET.sqlite),
+    history: db.prepare<[string, string], EventRow>(HISTORY.sqlite),
   };
 }
 
@@ -277,30 +231,7 @@ export class SqliteLedger implements LedgerStore {
   }
 
   list(tenantId: string, filter: ListFilter): Promise<ToolExecutionRecord[]> {
-    const where = ['tenant_id = @tenantId'];
-    const params: Record<string, unknown> = { tenantId, limit: filter.limit };
-    if (filter.statuses !== undefined && isUnknownSet(filter.statuses)) {
-      where.push(UNKNOWN_PREDICATE);
-    } else if (filter.statuses !== undefined) {
-      where.push(`status IN (${filter.statuses.map((_, i) => `@status${i}`).join(', ') || 'NULL'})`);
-      filter.statuses.forEach((s, i) => (params[`status${i}`] = s));
-    }
-    if (filter.runId !== undefined) {
-      where.push('run_id = @runId');
-      params.runId = filter.runId;
-    }
-    if (filter.toolName !== undefined) {
-      where.push('tool_name = @toolName');
-      params.toolName = filter.toolName;
-    }
-    if (filter.conflict === true) where.push('conflict_at IS NOT NULL');
-    if (filter.after !== undefined) {
-      where.push('(attempt_started_at, idempotency_key) > (@afterAt, @afterKey)');
-      params.afterAt = filter.after.at;
-      params.afterKey = filter.after.key;
-    }
-    const sql = `SELECT * FROM tool_executions WHERE ${where.join(' AND ')}
-      ORDER BY attempt_started_at, idempotency_key LIMIT @limit`;
+    const { text: sql, params } = LIST.sqlite(tenantId, filter);
     return settle(() =>
       this.db.prepare<[Record<string, unknown>], ExecutionRow>(sql).all(params).map(toRecord),
     );

@@ -1,0 +1,74 @@
+import type { StoreDialect } from './store.js';
+import { UNKNOWN_PREDICATE } from './rows.js';
+
+/*
+ * The monitor's SQL (the unknown-calls list and the counts behind /metrics), both dialects from one
+ * definition. "Unknown" is `isUnknownCall` (ledger) said in SQL: `started` or `indeterminate`, the
+ * last attempt's deadline and the landing margin passed, and a `started` call of a run (not a
+ * compensation, which no run drives) only when no live lease holds the run. The status test is
+ * written as the partial index `tool_executions_unknown` is, and the deadline as the index has it
+ * (schema 0008), so a page is a range of the index that ends at the first deadline not yet passed.
+ */
+
+/** What differs between the dialects: the deadline expression, the bound on it, and the time now. */
+const DIALECT = {
+  postgres: {
+    deadline: 'oncely_deadline_ms(t.attempt_started_at, t.attempt_timeout_ms)',
+    // The statement's time (stable within it, unlike oncely_now()), so the bound is an index condition.
+    knownBy: (margin: string) =>
+      `(extract(epoch FROM statement_timestamp()) * 1000)::bigint - ${margin}::bigint`,
+    now: 'oncely_now()',
+  },
+  sqlite: {
+    deadline:
+      "CAST(round(unixepoch(t.attempt_started_at, 'subsec') * 1000) AS INTEGER) + COALESCE(t.attempt_timeout_ms, 0)",
+    // Now less the margin, in ms, bound by the caller.
+    knownBy: () => '@knownBy',
+    now: '@now',
+  },
+} as const;
+
+function unknownFrom(dialect: StoreDialect, margin: string): string {
+  const d = DIALECT[dialect];
+  return `
+FROM tool_executions t
+LEFT JOIN runs r ON r.tenant_id = t.tenant_id AND r.run_id = t.run_id
+WHERE t.${UNKNOWN_PREDICATE}
+  AND ${d.deadline} <= ${d.knownBy(margin)}
+  AND (t.status = 'indeterminate' OR t.compensation_of IS NOT NULL OR r.lease_expires_at IS NULL OR r.lease_expires_at <= ${d.now})`;
+}
+
+/** A page of a tenant's unknown calls, longest unknown first, after a (deadline, key) cursor. */
+export const UNKNOWN_CALLS = {
+  postgres: `
+SELECT t.* ${unknownFrom('postgres', '$7')}
+  AND t.tenant_id = $1
+  AND ($2::text IS NULL OR t.run_id = $2)
+  AND ($3::text IS NULL OR t.tool_name = $3)
+  AND ($4::bigint IS NULL OR (${DIALECT.postgres.deadline}, t.idempotency_key) > ($4::bigint, $5::text))
+ORDER BY ${DIALECT.postgres.deadline}, t.idempotency_key LIMIT $6`,
+  sqlite: `
+SELECT t.* ${unknownFrom('sqlite', '')}
+  AND t.tenant_id = @tenantId
+  AND (@runId IS NULL OR t.run_id = @runId)
+  AND (@toolName IS NULL OR t.tool_name = @toolName)
+  AND (@afterAt IS NULL OR (${DIALECT.sqlite.deadline}, t.idempotency_key) > (@afterAt, @afterKey))
+ORDER BY ${DIALECT.sqlite.deadline}, t.idempotency_key LIMIT @limit`,
+} as const;
+
+/** Per tenant with any: how many unknown calls, and when the oldest one's attempt started. */
+export const UNKNOWN_BY_TENANT = {
+  postgres: `
+SELECT t.tenant_id AS tenant_id, COUNT(*) AS n, MIN(t.attempt_started_at) AS oldest ${unknownFrom('postgres', '$1')}
+GROUP BY t.tenant_id`,
+  sqlite: `
+SELECT t.tenant_id AS tenant_id, COUNT(*) AS n, MIN(t.attempt_started_at) AS oldest ${unknownFrom('sqlite', '')}
+GROUP BY t.tenant_id`,
+} as const;
+
+/** The same text in both dialects. */
+export const CALLS_BY_TOOL =
+  'SELECT tool_name, status, COUNT(*) AS n FROM tool_executions GROUP BY tool_name, status';
+export const RUNS_BY_STATUS = 'SELECT status, COUNT(*) AS n FROM runs GROUP BY status';
+export const CONFLICTS_BY_TENANT =
+  'SELECT tenant_id, COUNT(*) AS n FROM tool_executions WHERE conflict_at IS NOT NULL GROUP BY tenant_id';
