@@ -46,35 +46,33 @@ export async function populate(url: string): Promise<void> {
   const message = `'{"role": "user", "content": "Credit acct_7 $25 for the late delivery"}'::jsonb`;
   const pending = `jsonb_build_object('calls', jsonb_build_array(jsonb_build_object('toolCallId', 'call_1',
     'toolName', 'issue_credit', 'input', jsonb_build_object('cents', 2500))))`;
+  // Rows of runs and of calls, each group a SELECT over generate_series of the columns below.
+  const runs = (select: string) =>
+    client.query(`INSERT INTO runs (tenant_id, run_id, agent, status, input, step, pending, message_count,
+      checkpoint_version, lease_owner, lease_epoch, lease_expires_at, created_at, updated_at) ${select}`);
+  const calls = (select: string) =>
+    client.query(`INSERT INTO tool_executions (tenant_id, idempotency_key, run_id, tool_call_id, tool_name,
+      effect, args, args_digest, status, attempt, version, result, attempt_timeout_ms, created_at, updated_at,
+      attempt_started_at, settled_at, settled_by_kind, settled_by_id) ${select}`);
   try {
     const completed = RUNS - QUEUED - LIVE - WAITING - LOST;
-    await client.query(`
-      INSERT INTO runs (tenant_id, run_id, agent, status, input, step, pending, message_count, checkpoint_version,
-        lease_owner, lease_epoch, lease_expires_at, created_at, updated_at)
+    await runs(`
       SELECT 'bench', 'done_' || g, 'billing', 'completed', '"x"'::jsonb, 1, NULL::jsonb, 2, 3, NULL, 1, NULL,
         oncely_now() - interval '2 days' + make_interval(secs => g), oncely_now() - interval '1 day'
       FROM generate_series(1, ${completed}) g`);
-    await client.query(`
-      INSERT INTO runs (tenant_id, run_id, agent, status, input, step, pending, message_count, checkpoint_version,
-        lease_owner, lease_epoch, lease_expires_at, created_at, updated_at)
+    await runs(`
       SELECT 'bench', 'queued_' || g, 'billing', 'queued', '"x"'::jsonb, 0, NULL, 2, 1, NULL, 0, NULL,
         oncely_now() - interval '1 hour', oncely_now() - interval '1 hour' + make_interval(secs => g / 100.0)
       FROM generate_series(1, ${QUEUED}) g`);
-    await client.query(`
-      INSERT INTO runs (tenant_id, run_id, agent, status, input, step, pending, message_count, checkpoint_version,
-        lease_owner, lease_epoch, lease_expires_at, created_at, updated_at)
+    await runs(`
       SELECT 'bench', 'live_' || g, 'billing', 'running', '"x"'::jsonb, 1, ${pending}, 2, 2, 'worker-a', 1,
         oncely_now() + interval '1 hour', oncely_now() - interval '1 minute', oncely_now() - interval '1 minute'
       FROM generate_series(1, ${LIVE}) g`);
-    await client.query(`
-      INSERT INTO runs (tenant_id, run_id, agent, status, input, step, pending, message_count, checkpoint_version,
-        lease_owner, lease_epoch, lease_expires_at, created_at, updated_at)
+    await runs(`
       SELECT 'bench', 'dead_' || g, 'billing', 'running', '"x"'::jsonb, 1, ${pending}, 2, 2, 'worker-b', 1,
         oncely_now() - interval '1 hour', oncely_now() - interval '2 hours', oncely_now() - interval '2 hours'
       FROM generate_series(1, ${LOST}) g`);
-    await client.query(`
-      INSERT INTO runs (tenant_id, run_id, agent, status, input, step, pending, message_count, checkpoint_version,
-        lease_owner, lease_epoch, lease_expires_at, created_at, updated_at)
+    await runs(`
       SELECT 'sweep', 'wait_' || g, 'billing',
         CASE WHEN g % 2 = 0 THEN 'awaiting_approval' ELSE 'awaiting_reconciliation' END,
         '"x"'::jsonb, 1, ${pending}, 2, 2, NULL, 1, NULL, oncely_now() - interval '3 hours', oncely_now() - make_interval(secs => g)
@@ -83,36 +81,24 @@ export async function populate(url: string): Promise<void> {
       INSERT INTO run_messages (tenant_id, run_id, idx, message)
       SELECT tenant_id, run_id, i, ${message} FROM runs, generate_series(0, 1) i`);
     const settled = LEDGER_ROWS - LIVE - LOST - WAITING / 2;
-    await client.query(`
-      INSERT INTO tool_executions (tenant_id, idempotency_key, run_id, tool_call_id, tool_name, effect, args,
-        args_digest, status, attempt, version, result, attempt_timeout_ms, created_at, updated_at,
-        attempt_started_at, settled_at, settled_by_kind, settled_by_id)
+    await calls(`
       SELECT 'bench', 'done_' || (g % ${completed} + 1) || ':call_' || g, 'done_' || (g % ${completed} + 1),
         'call_' || g, CASE WHEN g % 3 = 0 THEN 'send_email' ELSE 'issue_credit' END, 'write',
         '{"cents": 2500}'::jsonb, 'digest', CASE WHEN g % 50 = 0 THEN 'failed' ELSE 'completed' END, 1, 2,
         '{"ok": true}'::jsonb, 30000, oncely_now() - interval '1 day', oncely_now() - interval '1 day',
         oncely_now() - interval '1 day' - make_interval(secs => g / 10.0), oncely_now() - interval '1 day', 'runtime', 'w'
       FROM generate_series(1, ${settled}) g`);
-    await client.query(`
-      INSERT INTO tool_executions (tenant_id, idempotency_key, run_id, tool_call_id, tool_name, effect, args,
-        args_digest, status, attempt, version, result, attempt_timeout_ms, created_at, updated_at,
-        attempt_started_at, settled_at, settled_by_kind, settled_by_id)
+    await calls(`
       SELECT 'bench', 'live_' || g || ':call_1', 'live_' || g, 'call_1', 'issue_credit', 'write',
         '{"cents": 2500}'::jsonb, 'digest', 'started', 1, 1, NULL, 60000, oncely_now(), oncely_now(),
         oncely_now() - make_interval(secs => g % 30), NULL, NULL, NULL
       FROM generate_series(1, ${LIVE}) g`);
-    await client.query(`
-      INSERT INTO tool_executions (tenant_id, idempotency_key, run_id, tool_call_id, tool_name, effect, args,
-        args_digest, status, attempt, version, result, attempt_timeout_ms, created_at, updated_at,
-        attempt_started_at, settled_at, settled_by_kind, settled_by_id)
+    await calls(`
       SELECT 'bench', 'dead_' || g || ':call_1', 'dead_' || g, 'call_1', 'issue_credit', 'write',
         '{"cents": 2500}'::jsonb, 'digest', 'started', 1, 1, NULL, 30000, oncely_now() - interval '2 hours',
         oncely_now() - interval '2 hours', oncely_now() - interval '2 hours' + make_interval(secs => g), NULL, NULL, NULL
       FROM generate_series(1, ${LOST}) g`);
-    await client.query(`
-      INSERT INTO tool_executions (tenant_id, idempotency_key, run_id, tool_call_id, tool_name, effect, args,
-        args_digest, status, attempt, version, result, attempt_timeout_ms, created_at, updated_at,
-        attempt_started_at, settled_at, settled_by_kind, settled_by_id)
+    await calls(`
       SELECT 'sweep', 'wait_' || g || ':call_1', 'wait_' || g, 'call_1', 'issue_credit', 'write',
         '{"cents": 2500}'::jsonb, 'digest', 'indeterminate', 1, 2, NULL, 30000, oncely_now() - interval '3 hours',
         oncely_now() - interval '3 hours', oncely_now() - interval '3 hours', NULL, NULL, NULL

@@ -435,21 +435,15 @@ export const RUNS_PAGE = {
 };
 
 /**
- * SQLite: an event the store writes itself, its data from the run's row as it now stands (the
- * statement after the change), then the run's event seq moved on. (PostgreSQL writes each in the
- * statement of its change, above.)
+ * SQLite: an event the store writes itself, once APPEND_EVENT.sqlite.seq has moved the run's event
+ * seq on, its data from the run's row as it now stands. (PostgreSQL writes each in the statement of
+ * its change, above.)
  */
-export function liteStoreEvent(
-  event: RunEventDefinition,
-  params: readonly string[],
-): { readonly insert: string; readonly bump: string } {
+export function liteStoreEvent(event: RunEventDefinition, params: readonly string[]): string {
   const placeholders = Object.fromEntries(params.map((name) => [name, `@p_${name}`]));
-  return {
-    insert: `INSERT INTO run_events (tenant_id, run_id, seq, at, type, data)
-SELECT tenant_id, run_id, event_seq + 1, @at, @type, ${eventDataSql('sqlite', event, 'runs', placeholders)}
-FROM runs WHERE tenant_id = @tenantId AND run_id = @runId`,
-    bump: 'UPDATE runs SET event_seq = event_seq + 1 WHERE tenant_id = ? AND run_id = ?',
-  };
+  return `INSERT INTO run_events (tenant_id, run_id, seq, at, type, data)
+SELECT tenant_id, run_id, event_seq, @at, @type, ${eventDataSql('sqlite', event, 'runs', placeholders)}
+FROM runs WHERE tenant_id = @tenantId AND run_id = @runId`;
 }
 
 export const CREATE_APPROVALS = {

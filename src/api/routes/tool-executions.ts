@@ -53,10 +53,7 @@ function listRoute(app: ApiApp, ctx: ApiContext): void {
       if (q.status === 'unknown') {
         // Longest unknown first, by the deadline of the last attempt (the cursor holds it).
         const unknown = await listUnknownCalls(ctx.runtime.ledger, tenantId, filter);
-        return pageOf(unknown, q.limit, toToolExecution, (r) => {
-          const at = unknownCallCursor(r);
-          return { at: at.at, key: at.key };
-        });
+        return pageOf(unknown, q.limit, toToolExecution, (r) => ({ ...unknownCallCursor(r) }));
       }
       const records = await ctx.store.ledger.list(tenantId, {
         ...filter,

@@ -43,9 +43,6 @@ import {
   transitionsParams,
 } from '../ledger-sql.js';
 
-// The statements' builders, re-exported for the run-loop steps' joined statements (steps.ts).
-export { numbered, reserveCtes, reserveParams, transitionsCtes, transitionsParams } from '../ledger-sql.js';
-
 /** Anything that runs a query: the pool, or one client inside a transaction. */
 export type Queryable = Pick<pg.Pool, 'query'> | Pick<pg.PoolClient, 'query'>;
 

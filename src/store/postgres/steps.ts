@@ -7,14 +7,8 @@ import {
 } from '../step-writes.js';
 import type { ToolExecutionRecord } from '../../ledger/index.js';
 import { toRecord, type ExecutionRow } from '../rows.js';
-import {
-  reserveCtes,
-  reserveParams,
-  transitionsCtes,
-  transitionsParams,
-  type PostgresLedger,
-  type Queryable,
-} from './ledger.js';
+import { reserveCtes, reserveParams, transitionsCtes, transitionsParams } from '../ledger-sql.js';
+import type { PostgresLedger, Queryable } from './ledger.js';
 import { prepared } from './prepared.js';
 import { SAVE_PARAMS, saveCtes, saveParams } from '../runs-sql.js';
 

@@ -71,13 +71,17 @@ export class SqliteRuns implements RunStore {
 
   /** Appends an event numbered by the run's own sequence; callers run it inside their transaction. */
   private event(tenantId: string, runId: string, type: string, data: unknown, at = now()): void {
+    const seq = this.nextSeq(tenantId, runId);
+    this.db.prepare(APPEND_EVENT.sqlite.event).run(tenantId, runId, seq, at, type, JSON.stringify(data));
+  }
+
+  /** Moves the run's event seq on and returns it (inside the caller's transaction). */
+  private nextSeq(tenantId: string, runId: string): number {
     const next = this.db
       .prepare<[string, string], { event_seq: number }>(APPEND_EVENT.sqlite.seq)
       .get(tenantId, runId);
     if (next === undefined) throw new Error(`no run ${runId} to append an event to`);
-    this.db
-      .prepare(APPEND_EVENT.sqlite.event)
-      .run(tenantId, runId, next.event_seq, at, type, JSON.stringify(data));
+    return next.event_seq;
   }
 
   /**
@@ -91,11 +95,11 @@ export class SqliteRuns implements RunStore {
     params: Readonly<Record<string, string>>,
     at: string,
   ): void {
-    const sql = liteStoreEvent(event, Object.keys(params));
+    this.nextSeq(tenantId, runId);
     const bound = Object.fromEntries(Object.entries(params).map(([name, v]) => [`p_${name}`, v]));
-    const inserted = this.db.prepare(sql.insert).run({ ...bound, at, type: event.type, tenantId, runId });
-    if (inserted.changes !== 1) throw new Error(`no run ${runId} to append an event to`);
-    this.db.prepare(sql.bump).run(tenantId, runId);
+    this.db
+      .prepare(liteStoreEvent(event, Object.keys(params)))
+      .run({ ...bound, at, type: event.type, tenantId, runId });
   }
 
   private row(tenantId: string, runId: string): RunRow | undefined {
