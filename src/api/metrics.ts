@@ -141,6 +141,7 @@ export class ApiMetrics {
       ledger: timed(store.ledger),
       runs: store.runs,
       apiKeys: store.apiKeys,
+      loopSteps: store.loopSteps,
       monitor: store.monitor,
       transaction: <T>(fn: (tx: StoreTx) => Promise<T>) =>
         store.transaction((tx) => fn({ ledger: timed(tx.ledger), runs: tx.runs })),

@@ -63,6 +63,8 @@ export const ERROR_CODES = [
   'API_KEY_MISSING',
   'API_UNREACHABLE',
   'API_RESPONSE_INVALID',
+  'LOOP_DIVERGED',
+  'LOOP_CALL_NOT_MINTED',
 ] as const;
 
 export type ErrorCode = (typeof ERROR_CODES)[number];

@@ -57,3 +57,4 @@ export type {
   RecordStepResult,
 } from './step-writes.js';
 export type { MonitorStore, StoreStats, UnknownCallFilter } from './monitor-store.js';
+export type { LoopStep, LoopStepStore, NewLoopStep } from './loop-step-store.js';

@@ -15,6 +15,7 @@ import type {
   TransitionVia,
 } from '../ledger/index.js';
 import type { ApiKeyStore } from './api-key-store.js';
+import type { LoopStepStore } from './loop-step-store.js';
 import type { MonitorStore } from './monitor-store.js';
 import type { RunStore } from './run-store.js';
 
@@ -158,6 +159,8 @@ export interface StoreTx {
 export interface Store extends StoreTx {
   readonly dialect: StoreDialect;
   readonly apiKeys: ApiKeyStore;
+  /** The recorded model responses of loops an application drives itself (`oncely/ai-sdk`). */
+  readonly loopSteps: LoopStepStore;
   /** Read-only views for operators and metrics (unknown calls, counts). */
   readonly monitor: MonitorStore;
   /** Runs `fn` in one database transaction; everything it writes commits or none of it does. */

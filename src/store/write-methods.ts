@@ -1,6 +1,7 @@
 import type { ApiKeyStore } from './api-key-store.js';
 import type { MonitorStore } from './monitor-store.js';
 import type { RunStore } from './run-store.js';
+import type { LoopStepStore } from './loop-step-store.js';
 import type { LedgerStore } from './store.js';
 
 /**
@@ -27,11 +28,13 @@ export const WRITE_METHODS = {
     'consumeApproval',
   ],
   apiKeys: ['create', 'revoke'],
+  loopSteps: ['record'],
   monitor: [],
 } as const satisfies {
   ledger: readonly Exclude<keyof LedgerStore, LedgerReads>[];
   runs: readonly Exclude<keyof RunStore, RunReads>[];
   apiKeys: readonly Exclude<keyof ApiKeyStore, ApiKeyReads>[];
+  loopSteps: readonly Exclude<keyof LoopStepStore, LoopStepReads>[];
   monitor: readonly never[];
 };
 
@@ -47,13 +50,15 @@ type RunReads =
   | 'approvalsOfRuns'
   | 'listApprovals';
 type ApiKeyReads = 'findByHash' | 'get' | 'list';
+type LoopStepReads = 'get' | 'list';
 type Unplaced<S, Reads, Writes extends readonly string[]> = Exclude<keyof S, Reads | Writes[number]>;
 /** Fails to compile when a method of a store interface is neither a listed read nor a listed write. */
 const everyMethodPlaced: [
   Unplaced<LedgerStore, LedgerReads, typeof WRITE_METHODS.ledger>,
   Unplaced<RunStore, RunReads, typeof WRITE_METHODS.runs>,
   Unplaced<ApiKeyStore, ApiKeyReads, typeof WRITE_METHODS.apiKeys>,
-] extends [never, never, never]
+  Unplaced<LoopStepStore, LoopStepReads, typeof WRITE_METHODS.loopSteps>,
+] extends [never, never, never, never]
   ? true
   : false = true;
 void everyMethodPlaced;
@@ -66,6 +71,7 @@ const WRITES: Record<StorePart, ReadonlySet<string>> = {
   ledger: new Set(WRITE_METHODS.ledger),
   runs: new Set(WRITE_METHODS.runs),
   apiKeys: new Set(WRITE_METHODS.apiKeys),
+  loopSteps: new Set(WRITE_METHODS.loopSteps),
   monitor: new Set<string>(),
 };
 

@@ -2,11 +2,13 @@ import pg from 'pg';
 import { OncelyError } from '../../errors/index.js';
 import { latestVersion, loadMigrations, schemaStateOf, tooNewError } from '../migrations.js';
 import type { ApiKeyStore } from '../api-key-store.js';
+import type { LoopStepStore } from '../loop-step-store.js';
 import type { MonitorStore } from '../monitor-store.js';
 import type { RunStore } from '../run-store.js';
 import type { LedgerStore, MigrationReport, SchemaState, Store, StoreTx } from '../store.js';
 import { PostgresApiKeys } from './api-keys.js';
 import { PostgresLedger, type Queryable } from './ledger.js';
+import { PostgresLoopSteps } from './loop-steps.js';
 import { renewIfStalePlan } from './prepared.js';
 import { PostgresMonitor } from './monitor.js';
 import { PostgresRuns } from './runs.js';
@@ -95,10 +97,12 @@ export class PostgresStore implements Store {
   readonly ledger: LedgerStore;
   readonly runs: RunStore;
   readonly apiKeys: ApiKeyStore;
+  readonly loopSteps: LoopStepStore;
   readonly monitor: MonitorStore;
   /** Set once the schema is seen newer than this code: every write refuses with it. */
   private schemaTooNew: OncelyError | undefined;
   private readonly schemaWatch: NodeJS.Timeout;
+  private closing: Promise<void> | undefined;
 
   /** The pool's statements, each repeated on a transient failure. */
   private readonly db: Queryable;
@@ -115,6 +119,7 @@ export class PostgresStore implements Store {
     this.ledger = this.guard('ledger', this.rawLedger);
     this.runs = this.guard('runs', new PostgresRuns(db));
     this.apiKeys = this.guard('apiKeys', new PostgresApiKeys(db));
+    this.loopSteps = this.guard('loopSteps', new PostgresLoopSteps(db));
     this.monitor = new PostgresMonitor(db);
     // Another process's `oncely migrate` to a newer oncely: seen within SCHEMA_WATCH_MS.
     this.schemaWatch = setInterval(() => {
@@ -283,9 +288,11 @@ export class PostgresStore implements Store {
     await retrying(this.pool).query('SELECT 1 FROM tool_executions LIMIT 0');
   }
 
-  async close(): Promise<void> {
+  /** Ends the pools; closing again (a ledger and its caller both closing) waits for the same end. */
+  close(): Promise<void> {
     clearInterval(this.schemaWatch);
-    await Promise.all([this.pool.end(), this.hotPool.end()]);
+    this.closing ??= Promise.all([this.pool.end(), this.hotPool.end()]).then(() => undefined);
+    return this.closing;
   }
 }
 

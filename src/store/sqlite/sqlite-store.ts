@@ -5,12 +5,14 @@ import Database from 'better-sqlite3';
 import { OncelyError } from '../../errors/index.js';
 import { latestVersion, loadMigrations, schemaStateOf, tooNewError } from '../migrations.js';
 import type { ApiKeyStore } from '../api-key-store.js';
+import type { LoopStepStore } from '../loop-step-store.js';
 import type { MonitorStore } from '../monitor-store.js';
 import type { RunStore } from '../run-store.js';
 import type { LedgerStore, MigrationReport, SchemaState, Store, StoreTx } from '../store.js';
 import { isWriteMethod, type StorePart } from '../write-methods.js';
 import { SqliteApiKeys } from './api-keys.js';
 import { SqliteLedger } from './ledger.js';
+import { SqliteLoopSteps } from './loop-steps.js';
 import {
   recordStepIn,
   reserveStepIn,
@@ -62,6 +64,7 @@ export class SqliteStore implements Store {
   readonly ledger: LedgerStore;
   readonly runs: RunStore;
   readonly apiKeys: ApiKeyStore;
+  readonly loopSteps: LoopStepStore;
   readonly monitor: MonitorStore;
   /** The unwrapped stores on the write connection, used inside a transaction that holds the lock. */
   private readonly tx: StoreTx;
@@ -85,6 +88,7 @@ export class SqliteStore implements Store {
     this.ledger = this.route('ledger', ledger, new SqliteLedger(reader));
     this.runs = this.route('runs', runs, new SqliteRuns(reader));
     this.apiKeys = this.route('apiKeys', new SqliteApiKeys(writer), new SqliteApiKeys(reader));
+    this.loopSteps = this.route('loopSteps', new SqliteLoopSteps(writer), new SqliteLoopSteps(reader));
     this.monitor = this.route('monitor', new SqliteMonitor(writer), new SqliteMonitor(reader));
   }
 

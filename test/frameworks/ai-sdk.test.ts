@@ -1,0 +1,359 @@
+import type {
+  LanguageModelV3Content,
+  LanguageModelV3GenerateResult,
+  LanguageModelV3StreamPart,
+} from '@ai-sdk/provider';
+import { generateText, stepCountIs, streamText } from 'ai';
+import { MockLanguageModelV3, convertArrayToReadableStream } from 'ai/test';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import {
+  Ledger,
+  ToolNotAttemptedError,
+  defineTool,
+  external,
+  isOncelyError,
+  read,
+  type Tool,
+} from '../../src/index.js';
+import { durableLoop } from '../../src/frameworks/ai-sdk/index.js';
+import { STORE_KINDS, openTestStore, type OpenedStore } from '../support/stores.js';
+
+const USAGE = {
+  inputTokens: { total: 10, noCache: 10, cacheRead: undefined, cacheWrite: undefined },
+  outputTokens: { total: 2, text: 2, reasoning: undefined },
+};
+
+function response(content: LanguageModelV3Content[]): LanguageModelV3GenerateResult {
+  const calls = content.some((p) => p.type === 'tool-call');
+  return {
+    content,
+    finishReason: { unified: calls ? 'tool-calls' : 'stop', raw: calls ? 'tool_calls' : 'stop' },
+    usage: USAGE,
+    warnings: [],
+  };
+}
+
+const credit = (providerId: string, amountCents: number): LanguageModelV3Content => ({
+  type: 'tool-call',
+  toolCallId: providerId,
+  toolName: 'issue_credit',
+  input: JSON.stringify({ accountId: 'acct_7', amountCents }),
+});
+
+/** A model that answers from a script, one response per call, and counts the calls it was asked. */
+function scripted(script: LanguageModelV3GenerateResult[]): {
+  model: MockLanguageModelV3;
+  asked: () => number;
+} {
+  let asked = 0;
+  const model = new MockLanguageModelV3({
+    doGenerate: () => {
+      const next = script[asked];
+      asked += 1;
+      if (next === undefined) throw new Error(`the script has no response ${asked}`);
+      return Promise.resolve(next);
+    },
+  });
+  return { model, asked: () => asked };
+}
+
+/** A billing service's books: every credit it applied, with the key it came with. */
+class Billing {
+  readonly credits: { key: string; amountCents: number }[] = [];
+  effectsOf(key: string): number {
+    return this.credits.filter((c) => c.key === key).length;
+  }
+}
+
+function creditTool(billing: Billing, behave: (key: string) => Promise<void> | void = () => undefined): Tool {
+  return defineTool({
+    name: 'issue_credit',
+    description: "Credit a customer's account",
+    input: z.object({ accountId: z.string(), amountCents: z.number().int().positive() }),
+    effect: external(),
+    timeoutMs: 200,
+    execute: async ({ amountCents }, ctx) => {
+      await behave(ctx.idempotencyKey);
+      billing.credits.push({ key: ctx.idempotencyKey, amountCents });
+      return { receipt: `cr_${billing.credits.length}` };
+    },
+  });
+}
+
+describe.each(STORE_KINDS)('oncely/ai-sdk durable loop on %s', (kind) => {
+  let opened: OpenedStore;
+  let ledger: Ledger;
+  beforeEach(async () => {
+    opened = await openTestStore(kind, 'ai-sdk');
+    ledger = new Ledger(opened.store, { actorId: 'test', landingMarginMs: 0 });
+  });
+  afterEach(async () => {
+    await ledger.close();
+    await opened.cleanup();
+  });
+
+  it('records each response before its tools run, keys calls by minted ids, and replays all of it after a restart', async () => {
+    const billing = new Billing();
+    const tools = [creditTool(billing)];
+    const first = scripted([
+      response([{ type: 'text', text: 'Crediting.' }, credit('call_1', 2500)]),
+      response([{ type: 'text', text: 'Done: $25 credited.' }]),
+    ]);
+    const loop = durableLoop({ ledger, tenantId: 'acme', runId: 'refund-1' });
+    const result = await loop.run(() =>
+      generateText({
+        model: loop.model(first.model),
+        tools: loop.tools(tools),
+        stopWhen: stepCountIs(5),
+        prompt: 'Refund order 42',
+      }),
+    );
+    expect(result.text).toBe('Done: $25 credited.');
+    expect(first.asked()).toBe(2);
+    const steps = await loop.steps();
+    expect(steps.map((s) => s.step)).toEqual([0, 1]);
+    const [call] = result.steps[0]!.toolCalls;
+    expect(call?.toolCallId).toMatch(/^call_[0-9a-f]{16}$/);
+    expect(call?.toolCallId).not.toBe('call_1');
+    const key = `refund-1:${call!.toolCallId}`;
+    expect(billing.credits).toEqual([{ key, amountCents: 2500 }]);
+    expect((await ledger.store.ledger.get('acme', key))?.status).toBe('completed');
+    expect(steps[0]?.usage).toMatchObject({ inputTokens: { total: 10 } });
+
+    // A restart: a new process, a model that would answer differently if it were asked at all.
+    const again = scripted([response([credit('call_9', 9900)]), response([{ type: 'text', text: 'other' }])]);
+    const restarted = durableLoop({ ledger, tenantId: 'acme', runId: 'refund-1' });
+    const replay = await restarted.run(() =>
+      generateText({
+        model: restarted.model(again.model),
+        tools: restarted.tools(tools),
+        stopWhen: stepCountIs(5),
+        prompt: 'Refund order 42',
+      }),
+    );
+    expect(again.asked()).toBe(0);
+    expect(replay.text).toBe('Done: $25 credited.');
+    expect(replay.steps[0]?.toolCalls[0]?.toolCallId).toBe(call!.toolCallId);
+    expect(billing.credits).toHaveLength(1);
+    expect(await restarted.steps()).toHaveLength(2);
+  });
+
+  it('a provider that repeats a tool call id makes two credits two effects, never a silent replay', async () => {
+    const billing = new Billing();
+    const { model } = scripted([
+      response([credit('call_1', 2500)]),
+      response([credit('call_1', 2500)]),
+      response([{ type: 'text', text: 'Two credits.' }]),
+    ]);
+    const loop = durableLoop({ ledger, tenantId: 'acme', runId: 'refund-2' });
+    await loop.run(() =>
+      generateText({
+        model: loop.model(model),
+        tools: loop.tools([creditTool(billing)]),
+        stopWhen: stepCountIs(5),
+        prompt: 'Two refunds',
+      }),
+    );
+    expect(billing.credits).toHaveLength(2);
+    expect(new Set(billing.credits.map((c) => c.key)).size).toBe(2);
+  });
+
+  it('an unknown call stops the loop: the model is not asked again and run() throws RUN_CALL_UNKNOWN', async () => {
+    const billing = new Billing();
+    // The billing API applies the credit, then answers after the tool's 200 ms timeout.
+    const slow = creditTool(billing, () => new Promise((resolve) => setTimeout(resolve, 400)));
+    const { model, asked } = scripted([
+      response([credit('c', 2500)]),
+      response([{ type: 'text', text: 'It failed, shall I retry?' }]),
+    ]);
+    const loop = durableLoop({ ledger, tenantId: 'acme', runId: 'refund-3' });
+    const stopped = await loop
+      .run(() =>
+        generateText({
+          model: loop.model(model),
+          tools: loop.tools([slow]),
+          stopWhen: stepCountIs(5),
+          prompt: 'Refund',
+        }),
+      )
+      .then(
+        () => undefined,
+        (error: unknown) => error,
+      );
+    expect(isOncelyError(stopped, 'RUN_CALL_UNKNOWN')).toBe(true);
+    expect(asked()).toBe(1);
+    const key = (stopped as { details: { idempotencyKey: string } }).details.idempotencyKey;
+    expect(key).toMatch(/^refund-3:call_/);
+    expect((await ledger.store.ledger.get('acme', key))?.status).toBe('indeterminate');
+    expect(await loop.steps()).toHaveLength(1);
+
+    // With the default single step, the AI SDK ends the loop itself; run() still says it stopped.
+    const single = scripted([response([credit('c', 100)])]);
+    const once = durableLoop({ ledger, tenantId: 'acme', runId: 'refund-3b' });
+    await expect(
+      once.run(() =>
+        generateText({ model: once.model(single.model), tools: once.tools([slow]), prompt: 'Refund' }),
+      ),
+    ).rejects.toMatchObject({ code: 'RUN_CALL_UNKNOWN' });
+    // A later call on a stopped loop never reaches the model.
+    await expect(
+      generateText({ model: once.model(single.model), tools: once.tools([slow]), prompt: 'Refund' }),
+    ).rejects.toMatchObject({ code: 'RUN_CALL_UNKNOWN' });
+    expect(single.asked()).toBe(1);
+  });
+
+  it('tells the model in plain words when a call did not take effect, the same words on a replay', async () => {
+    const refused = defineTool({
+      name: 'issue_credit',
+      description: 'Credit',
+      input: z.object({ accountId: z.string(), amountCents: z.number().int().positive() }),
+      effect: external(),
+      execute: () => {
+        throw new ToolNotAttemptedError('the billing token expired');
+      },
+    });
+    const { model } = scripted([response([credit('c', 2500)]), response([{ type: 'text', text: 'Sorry.' }])]);
+    const loop = durableLoop({ ledger, tenantId: 'acme', runId: 'refund-4' });
+    const result = await loop.run(() =>
+      generateText({
+        model: loop.model(model),
+        tools: loop.tools([refused]),
+        stopWhen: stepCountIs(5),
+        prompt: 'Refund',
+      }),
+    );
+    const toolMessage = result.response.messages.find((m) => m.role === 'tool');
+    const output = (
+      toolMessage?.content as unknown as {
+        output: { type: string; value: { status: string; note: string } };
+      }[]
+    )[0]?.output;
+    expect(output?.type).toBe('error-json');
+    expect(output?.value.status).toBe('not_attempted');
+    expect(output?.value.note).toMatch(/did not take effect/);
+
+    const again = durableLoop({ ledger, tenantId: 'acme', runId: 'refund-4' });
+    const replay = await again.run(() =>
+      generateText({
+        model: again.model(model),
+        tools: again.tools([refused]),
+        stopWhen: stepCountIs(5),
+        prompt: 'Refund',
+      }),
+    );
+    expect(replay.response.messages).toEqual(result.response.messages);
+    expect(replay.text).toBe('Sorry.');
+  });
+
+  it('refuses a restart whose conversation is not the one recorded (LOOP_DIVERGED)', async () => {
+    const lookup = defineTool({
+      name: 'lookup_order',
+      description: 'Look up an order',
+      input: z.object({ orderId: z.string() }),
+      effect: read(),
+      execute: () => ({ status: 'shipped' }),
+    });
+    const first = scripted([response([{ type: 'text', text: 'Shipped.' }])]);
+    const loop = durableLoop({ ledger, tenantId: 'acme', runId: 'refund-5' });
+    await loop.run(() =>
+      generateText({
+        model: loop.model(first.model),
+        tools: loop.tools([lookup]),
+        prompt: 'Where is order 42?',
+      }),
+    );
+    const other = scripted([response([{ type: 'text', text: 'x' }])]);
+    const again = durableLoop({ ledger, tenantId: 'acme', runId: 'refund-5' });
+    await expect(
+      generateText({
+        model: again.model(other.model),
+        tools: again.tools([lookup]),
+        prompt: 'Refund me $500',
+      }),
+    ).rejects.toMatchObject({ code: 'LOOP_DIVERGED' });
+    // A system prompt is not part of the conversation: one that names today's date still replays.
+    await generateText({
+      model: again.model(other.model),
+      system: `Today is ${Date.now()}`,
+      tools: again.tools([lookup]),
+      prompt: 'Where is order 42?',
+    });
+    expect(other.asked()).toBe(0);
+  });
+
+  it('refuses to run a tool call whose id did not come through loop.model()', async () => {
+    const billing = new Billing();
+    const { model } = scripted([response([credit('call_1', 2500)])]);
+    const loop = durableLoop({ ledger, tenantId: 'acme', runId: 'refund-6' });
+    await expect(
+      loop.run(() => generateText({ model, tools: loop.tools([creditTool(billing)]), prompt: 'Refund' })),
+    ).rejects.toMatchObject({ code: 'LOOP_CALL_NOT_MINTED' });
+    expect(billing.credits).toHaveLength(0);
+  });
+
+  it('streams text as it arrives, holds tool calls until the response is recorded, and replays the stream', async () => {
+    const billing = new Billing();
+    const tools = [creditTool(billing)];
+    let streamed = 0;
+    const chunks: LanguageModelV3StreamPart[][] = [
+      [
+        { type: 'stream-start', warnings: [] },
+        { type: 'text-start', id: 't' },
+        { type: 'text-delta', id: 't', delta: 'Credit' },
+        { type: 'text-delta', id: 't', delta: 'ing.' },
+        { type: 'text-end', id: 't' },
+        { type: 'tool-input-start', id: 'p1', toolName: 'issue_credit' },
+        { type: 'tool-input-delta', id: 'p1', delta: '{"accountId":"acct_7","amountCents":2500}' },
+        { type: 'tool-input-end', id: 'p1' },
+        {
+          type: 'tool-call',
+          toolCallId: 'p1',
+          toolName: 'issue_credit',
+          input: '{"accountId":"acct_7","amountCents":2500}',
+        },
+        { type: 'finish', usage: USAGE, finishReason: { unified: 'tool-calls', raw: 'tool_calls' } },
+      ],
+      [
+        { type: 'stream-start', warnings: [] },
+        { type: 'text-start', id: 't' },
+        { type: 'text-delta', id: 't', delta: 'Done.' },
+        { type: 'text-end', id: 't' },
+        { type: 'finish', usage: USAGE, finishReason: { unified: 'stop', raw: 'stop' } },
+      ],
+    ];
+    const model = new MockLanguageModelV3({
+      doStream: () => {
+        const parts = chunks[streamed];
+        streamed += 1;
+        if (parts === undefined) throw new Error('no more streams');
+        return Promise.resolve({ stream: convertArrayToReadableStream(parts) });
+      },
+    });
+    const loop = durableLoop({ ledger, tenantId: 'acme', runId: 'refund-7' });
+    const run = async (l: typeof loop) => {
+      const result = streamText({
+        model: l.model(model),
+        tools: l.tools(tools),
+        stopWhen: stepCountIs(5),
+        prompt: 'Refund',
+      });
+      const deltas: string[] = [];
+      for await (const part of result.fullStream) if (part.type === 'text-delta') deltas.push(part.text);
+      return { deltas, steps: await result.steps, text: await result.text };
+    };
+    const first = await run(loop);
+    expect(first.deltas).toEqual(['Credit', 'ing.', 'Done.']);
+    expect(first.text).toBe('Done.');
+    const id = first.steps[0]?.toolCalls[0]?.toolCallId;
+    expect(id).toMatch(/^call_[0-9a-f]{16}$/);
+    expect(billing.credits).toEqual([{ key: `refund-7:${id}`, amountCents: 2500 }]);
+
+    const replay = await run(durableLoop({ ledger, tenantId: 'acme', runId: 'refund-7' }));
+    expect(streamed).toBe(2);
+    expect(replay.text).toBe('Done.');
+    expect(replay.steps[0]?.toolCalls[0]?.toolCallId).toBe(id);
+    expect(replay.deltas.join('')).toBe('Crediting.Done.');
+    expect(billing.credits).toHaveLength(1);
+  });
+});
