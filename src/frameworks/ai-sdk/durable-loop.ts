@@ -261,17 +261,7 @@ export class DurableLoop {
       throw error;
     }
     const heard = heardOf(outcome);
-    if (heard === undefined) {
-      const key = outcome.record.idempotencyKey;
-      throw this.#stopWith(
-        new OncelyError(
-          'RUN_CALL_UNKNOWN',
-          `tool call ${key} (${tool.name}) may or may not have taken effect; the loop stopped and the model was not told. ` +
-            `Settle it (its reconcile hook, or \`oncely executions resolve ${key} --status completed|failed --reason ...\`), then run the loop again`,
-          { details: { idempotencyKey: key, tool: tool.name, runId: this.runId } },
-        ),
-      );
-    }
+    if (heard === undefined) throw this.#stopWith(unknownCallError(outcome, tool, this.runId));
     if (heard.kind === 'result') return heard.value;
     this.#heard.set(toolCallId, { type: heard.type, value: heard.value });
     return heard.value;
@@ -281,6 +271,27 @@ export class DurableLoop {
     this.#stop ??= error;
     return error;
   }
+}
+
+/**
+ * The loop's stop on an unknown call. While the call's last attempt may still land (a process that
+ * died mid call, whose attempt has not timed out yet), `details.retryAt` says when running the loop
+ * again can ask the reconcile hook; `null` when only a settlement can move it.
+ */
+function unknownCallError(outcome: ToolCallOutcome, tool: Tool, runId: string): OncelyError {
+  const key = outcome.record.idempotencyKey;
+  const waiting = outcome.status === 'unknown' ? outcome.waiting : undefined;
+  const retryAt = waiting?.retryAt ?? null;
+  const later =
+    retryAt === null
+      ? ''
+      : ` Its last attempt may still land until ${retryAt}; running the loop again after that asks its reconcile hook.`;
+  return new OncelyError(
+    'RUN_CALL_UNKNOWN',
+    `tool call ${key} (${tool.name}) may or may not have taken effect; the loop stopped and the model was not told.${later} ` +
+      `Settle it (its reconcile hook, or \`oncely executions resolve ${key} --status completed|failed --reason ...\`), then run the loop again`,
+    { details: { idempotencyKey: key, tool: tool.name, runId, retryAt } },
+  );
 }
 
 /** Starts (or, with the same `runId`, continues) a durable loop. */

@@ -1,0 +1,107 @@
+import { spawn } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { ROOT, waitFor } from '../support/processes.js';
+import { STORE_KINDS, openTestStore, type OpenedStore } from '../support/stores.js';
+
+const FIXTURE = join(ROOT, 'test/frameworks/fixtures/ai-sdk-refund.ts');
+
+interface Loop {
+  readonly output: () => string;
+  readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+  kill(): void;
+}
+
+/** A real process driving its own AI SDK loop through oncely/ai-sdk. */
+function startLoop(env: Record<string, string>): Loop {
+  let output = '';
+  const child = spawn(process.execPath, ['--import', 'tsx', FIXTURE], {
+    cwd: ROOT,
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString('utf8')));
+  child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString('utf8')));
+  return {
+    output: () => output,
+    exited: new Promise((resolve) => child.once('exit', (code, signal) => resolve({ code, signal }))),
+    kill: () => child.kill('SIGKILL'),
+  };
+}
+
+const lines = <T>(path: string): T[] =>
+  existsSync(path)
+    ? readFileSync(path, 'utf8')
+        .split('\n')
+        .filter(Boolean)
+        .map((l) => JSON.parse(l) as T)
+    : [];
+
+describe.each(STORE_KINDS)('an AI SDK loop killed mid tool call, on %s', (kind) => {
+  let opened: OpenedStore;
+  let dir: string;
+  beforeEach(async () => {
+    opened = await openTestStore(kind, 'ai-sdk-crash');
+    dir = mkdtempSync(join(tmpdir(), 'oncely-ai-sdk-'));
+  });
+  afterEach(async () => {
+    await opened.cleanup();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  const files = (runId: string) => ({
+    DATABASE: opened.url,
+    RUN_ID: runId,
+    BOOKS: join(dir, 'books.jsonl'),
+    MODEL_LOG: join(dir, 'model.jsonl'),
+  });
+
+  /** Starts the loop, waits for the credit to be applied, and SIGKILLs the process before its record. */
+  async function killAfterEffect(env: Record<string, string>): Promise<void> {
+    const first = startLoop({ ...env, HANG: '1' });
+    await waitFor(
+      'the credit to be applied',
+      () => Promise.resolve(first.output().includes('APPLIED') || undefined),
+      30_000,
+    );
+    first.kill();
+    expect((await first.exited).signal).toBe('SIGKILL');
+  }
+
+  it('restarted, it replays the recorded response, settles the call through its reconcile hook, and credits once', async () => {
+    const env = { ...files('refund-crash-1'), RECONCILE: '1' };
+    await killAfterEffect(env);
+    const second = startLoop(env);
+    const exit = await second.exited;
+    expect(exit.code, second.output()).toBe(0);
+    expect(second.output()).toContain('Done: $25 credited.');
+
+    const credits = lines<{ key: string; pid: number }>(env.BOOKS);
+    expect(credits).toHaveLength(1);
+    expect(credits[0]?.key).toMatch(/^refund-crash-1:call_[0-9a-f]{16}$/);
+    // Step 0 was asked once, before the kill; the restart replayed it and asked only step 1.
+    expect(lines<{ step: number }>(env.MODEL_LOG).map((m) => m.step)).toEqual([0, 1]);
+    const record = await opened.store.ledger.get('acme', credits[0]!.key);
+    expect(record?.status).toBe('completed');
+    expect(record?.settledBy?.kind).toBe('reconcile');
+    expect((await opened.store.loopSteps.list('acme', 'refund-crash-1')).map((s) => s.step)).toEqual([0, 1]);
+  }, 90_000);
+
+  it('restarted with no reconcile hook, the loop stops on the unknown call and never asks the model again', async () => {
+    const env = files('refund-crash-2');
+    await killAfterEffect(env);
+    const second = startLoop(env);
+    const exit = await second.exited;
+    expect(exit.code, second.output()).toBe(3);
+    expect(second.output()).toContain('RUN_CALL_UNKNOWN');
+
+    const credits = lines<{ key: string }>(env.BOOKS);
+    expect(credits).toHaveLength(1);
+    expect(lines<{ step: number }>(env.MODEL_LOG).map((m) => m.step)).toEqual([0]);
+    const record = await opened.store.ledger.get('acme', credits[0]!.key);
+    expect(['started', 'indeterminate']).toContain(record?.status);
+    expect(await opened.store.loopSteps.list('acme', 'refund-crash-2')).toHaveLength(1);
+  }, 90_000);
+});
