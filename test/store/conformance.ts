@@ -965,6 +965,59 @@ export function describeStoreConformance(
       });
     });
 
+    describe('loop steps', () => {
+      const step = (runId: string, n: number, text: string) => ({
+        tenantId: TENANT,
+        runId,
+        step: n,
+        promptDigest: `digest_${n}`,
+        response: { content: [{ type: 'text', text }] },
+        modelId: 'mock',
+        usage: { inputTokens: { total: 3 } },
+      });
+
+      it('records a step once: of two stores recording it at once, one writes and both get what stands', async () => {
+        const db = await freshDatabase();
+        const [a, b] = await Promise.all([openOn(db), openOn(db)]);
+        const results = await Promise.all([
+          a.loopSteps.record(step('loop_1', 0, 'from a')),
+          b.loopSteps.record(step('loop_1', 0, 'from b')),
+        ]);
+        expect(results.filter((r) => r.recorded)).toHaveLength(1);
+        expect(results[0]?.step).toEqual(results[1]?.step);
+        const again = await a.loopSteps.record(step('loop_1', 0, 'a third'));
+        expect(again).toEqual({ recorded: false, step: results[0]?.step });
+        expect(again.step.usage).toEqual({ inputTokens: { total: 3 } });
+        expect(Number.isNaN(Date.parse(again.step.createdAt))).toBe(false);
+      });
+
+      it("lists a run's steps in order, another tenant's never", async () => {
+        for (const n of [1, 0, 2]) await store.loopSteps.record(step('loop_2', n, `step ${n}`));
+        await store.loopSteps.record({ ...step('loop_2', 0, 'other tenant'), tenantId: 'other' });
+        const steps = await store.loopSteps.list(TENANT, 'loop_2');
+        expect(steps.map((s) => [s.step, s.response])).toEqual([
+          [0, { content: [{ type: 'text', text: 'step 0' }] }],
+          [1, { content: [{ type: 'text', text: 'step 1' }] }],
+          [2, { content: [{ type: 'text', text: 'step 2' }] }],
+        ]);
+        expect(await store.loopSteps.get(TENANT, 'loop_2', 3)).toBeUndefined();
+        expect((await store.loopSteps.get('other', 'loop_2', 0))?.response).toEqual({
+          content: [{ type: 'text', text: 'other tenant' }],
+        });
+      });
+
+      it('refuses a raw UPDATE or DELETE of a recorded step', async () => {
+        await store.loopSteps.record(step('loop_3', 0, 'kept'));
+        await withRaw(opened, async (raw) => {
+          await expect(raw.query(`UPDATE loop_steps SET model_id = 'rewritten'`)).rejects.toThrow(
+            APPEND_ONLY,
+          );
+          await expect(raw.query('DELETE FROM loop_steps')).rejects.toThrow(APPEND_ONLY);
+        });
+        expect((await store.loopSteps.get(TENANT, 'loop_3', 0))?.modelId).toBe('mock');
+      });
+    });
+
     describe('transaction', () => {
       it('rolls back everything when fn throws', async () => {
         const existing = await reserveOne(request());
