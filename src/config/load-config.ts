@@ -6,7 +6,7 @@ import { isOncelyError, OncelyError } from '../errors/index.js';
 import { createModel } from '../models/index.js';
 import type { Tool } from '../tools/index.js';
 import { configDocumentSchema, type ConfigDocument } from './config-schema.js';
-import { ConfigSource, type ConfigProblem } from './config-source.js';
+import type { ConfigSource, ConfigProblem } from './config-source.js';
 import { DEFAULT_TOOLS_IMPORT_TIMEOUT_MS, loadToolsModule } from './load-tools.js';
 import { problemsOf } from './schema-issues.js';
 
@@ -49,7 +49,10 @@ export interface LoadConfigOptions {
 export async function loadConfig(path: string, options: LoadConfigOptions = {}): Promise<OncelyConfig> {
   const env = options.env ?? process.env;
   const file = resolve(path);
-  const source = ConfigSource.parse(path, await readText(path, file));
+  const text = await readText(path, file);
+  // The YAML parser is loaded with the first configuration read, not with the package.
+  const { ConfigSource } = await import('./config-source.js');
+  const source = ConfigSource.parse(path, text);
   const value: unknown = source.value() ?? {};
   const parsed = configDocumentSchema.safeParse(value);
   if (!parsed.success) throw source.error(problemsOf(parsed.error, configDocumentSchema, value));

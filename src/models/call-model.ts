@@ -4,17 +4,9 @@ import type {
   LanguageModelV3Content,
   LanguageModelV3GenerateResult,
 } from '@ai-sdk/provider';
-import {
-  APICallError,
-  RetryError,
-  jsonSchema,
-  tool,
-  type JSONSchema7,
-  type LanguageModelUsage,
-  type ModelMessage,
-  type ToolSet,
-} from 'ai';
-import { asLanguageModelUsage, prepareRetries, prepareToolsAndToolChoice } from 'ai/internal';
+import { APICallError } from '@ai-sdk/provider';
+import type { JSONSchema7, LanguageModelUsage, ModelMessage, ToolSet } from 'ai';
+import { aiRuntime, type AiRuntime } from './ai-runtime.js';
 import { OncelyError, isOncelyError } from '../errors/index.js';
 import type { Tool } from '../tools/index.js';
 import { ModelPrompt } from './model-prompt.js';
@@ -90,13 +82,14 @@ export async function callModel(options: CallModelOptions): Promise<ModelTurn> {
   const signal = signals.length === 0 ? undefined : AbortSignal.any(signals);
   try {
     const { model } = options;
+    const sdk = await aiRuntime();
     const prompt = await (options.prompt ?? new ModelPrompt()).of(
       model,
       options.system,
       options.messages,
       signal,
     );
-    const { tools, toolChoice } = await providerTools(options.tools);
+    const { tools, toolChoice } = await providerTools(sdk, options.tools);
     const call: LanguageModelV3CallOptions = {
       prompt,
       ...(tools === undefined ? {} : { tools }),
@@ -104,12 +97,12 @@ export async function callModel(options: CallModelOptions): Promise<ModelTurn> {
       ...(signal === undefined ? {} : { abortSignal: signal }),
     };
     // The SDK's own retry of transient errors (backoff, retry-after headers), as generateText's.
-    const { retry } = prepareRetries({
+    const { retry } = sdk.internal.prepareRetries({
       maxRetries: options.maxRetries ?? DEFAULT_MODEL_RETRIES,
       abortSignal: signal,
     });
     const result = await retry(() => model.doGenerate(call));
-    return turnOf(result, options.tools);
+    return turnOf(sdk, result, options.tools);
   } catch (error) {
     if (options.signal?.aborted === true) throw options.signal.reason;
     if (timeout?.aborted === true) {
@@ -122,18 +115,19 @@ export async function callModel(options: CallModelOptions): Promise<ModelTurn> {
       );
     }
     if (isOncelyError(error)) throw error;
-    throw callFailed(options.model, error);
+    throw callFailed(await aiRuntime(), options.model, error);
   }
 }
 
 /** The tools as the provider takes them (description and JSON Schema), made once per tool list. */
-const describedTools = new WeakMap<readonly Tool[], ReturnType<typeof prepareToolsAndToolChoice>>();
+type DescribedTools = ReturnType<AiRuntime['internal']['prepareToolsAndToolChoice']>;
+const describedTools = new WeakMap<readonly Tool[], DescribedTools>();
 
-function providerTools(tools: readonly Tool[]): ReturnType<typeof prepareToolsAndToolChoice> {
+function providerTools(sdk: AiRuntime, tools: readonly Tool[]): DescribedTools {
   let described = describedTools.get(tools);
   if (described === undefined) {
-    described = prepareToolsAndToolChoice({
-      tools: toolSet(tools),
+    described = sdk.internal.prepareToolsAndToolChoice({
+      tools: toolSet(sdk, tools),
       toolChoice: undefined,
       activeTools: undefined,
     });
@@ -143,22 +137,22 @@ function providerTools(tools: readonly Tool[]): ReturnType<typeof prepareToolsAn
 }
 
 /** The tools as the SDK sees them: description and JSON Schema, and no `execute`. */
-function toolSet(tools: readonly Tool[]): ToolSet {
+function toolSet({ ai }: AiRuntime, tools: readonly Tool[]): ToolSet {
   const set: ToolSet = {};
   for (const t of tools) {
     const schema = { ...t.jsonSchema };
     delete schema.$schema; // the dialect marker; some providers refuse it
     // Arguments are validated by the runtime against the tool's zod schema, so only JSON is parsed.
-    set[t.name] = tool({
+    set[t.name] = ai.tool({
       description: t.description,
-      inputSchema: jsonSchema<unknown>(schema as JSONSchema7),
+      inputSchema: ai.jsonSchema<unknown>(schema as JSONSchema7),
     });
   }
   return set;
 }
 
 /** The model's response: its text, and each call it asks for parsed as generateText would. */
-function turnOf(result: LanguageModelV3GenerateResult, tools: readonly Tool[]): ModelTurn {
+function turnOf(sdk: AiRuntime, result: LanguageModelV3GenerateResult, tools: readonly Tool[]): ModelTurn {
   const names = new Set(tools.map((t) => t.name));
   let text = '';
   const toolCalls: ModelToolCall[] = [];
@@ -168,7 +162,7 @@ function turnOf(result: LanguageModelV3GenerateResult, tools: readonly Tool[]): 
       toolCalls.push(modelToolCall(part, names));
     }
   }
-  const usage = usageOf(asLanguageModelUsage(result.usage));
+  const usage = usageOf(sdk.internal.asLanguageModelUsage(result.usage));
   return {
     text,
     toolCalls,
@@ -213,9 +207,9 @@ function usageOf(usage: LanguageModelUsage): ModelUsage | undefined {
   return Object.keys(picked).length > 0 ? picked : undefined;
 }
 
-function callFailed(model: LanguageModelV3, error: unknown): OncelyError {
+function callFailed({ ai }: AiRuntime, model: LanguageModelV3, error: unknown): OncelyError {
   const name = `${model.provider}/${model.modelId}`;
-  if (RetryError.isInstance(error)) {
+  if (ai.RetryError.isInstance(error)) {
     return new OncelyError(
       'MODEL_CALL_FAILED',
       `the call to model ${name} failed ${error.errors.length} times: ${messageOf(error.lastError)}; ` +

@@ -1,6 +1,6 @@
 import type { LanguageModelV3, LanguageModelV3Message } from '@ai-sdk/provider';
 import type { ModelMessage } from 'ai';
-import { convertToLanguageModelPrompt, standardizePrompt } from 'ai/internal';
+import { aiRuntime } from './ai-runtime.js';
 
 /**
  * A run's conversation as a provider takes it, validated and converted once per message.
@@ -88,6 +88,7 @@ async function convert(
   wellFormed: (message: ModelMessage) => boolean,
   signal: AbortSignal | undefined,
 ): Promise<LanguageModelV3Message[]> {
+  const { standardizePrompt, convertToLanguageModelPrompt } = (await aiRuntime()).internal;
   const unchecked = messages.filter((m) => !wellFormed(m));
   // The SDK's check throws for a bad message (and for an empty conversation).
   if (unchecked.length > 0 || messages.length === 0) await standardizePrompt({ messages: unchecked });

@@ -22,13 +22,8 @@ export {
 } from './open-store.js';
 export { assertSchemaCurrent } from './migrations.js';
 export { foreseenRecord } from './rows.js';
-export { SqliteStore } from './sqlite/index.js';
-export {
-  PostgresStore,
-  DEFAULT_POSTGRES_TIMEOUTS,
-  type PostgresStoreOptions,
-  type PostgresTimeouts,
-} from './postgres/index.js';
+// The drivers' classes are not re-exported here: openStore loads each only for a URL of its kind.
+export type { PostgresStoreOptions, PostgresTimeouts } from './postgres/index.js';
 export type {
   RunStore,
   RunFence,

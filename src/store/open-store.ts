@@ -1,8 +1,7 @@
 import { resolve } from 'node:path';
 import { OncelyError } from '../errors/index.js';
 import { assertSchemaCurrent } from './migrations.js';
-import { PostgresStore, type PostgresTimeouts } from './postgres/index.js';
-import { SqliteStore } from './sqlite/index.js';
+import type { PostgresTimeouts } from './postgres/index.js';
 import type { Store } from './store.js';
 
 export const DEFAULT_DATABASE_URL = 'sqlite:.oncely/oncely.db';
@@ -69,12 +68,15 @@ export async function connectStore(
     const path = url.slice('sqlite:'.length).replace(/^\/\/(?=\/)/, '');
     if (path === '') throw invalidUrl(url);
     const lockWaitMs = msFromEnv(process.env, SQLITE_LOCK_WAIT_ENV);
+    // Each driver is loaded when a URL of its kind is opened: importing oncely loads neither.
+    const { SqliteStore } = await import('./sqlite/index.js');
     return SqliteStore.open(path === ':memory:' ? path : resolve(path), {
       ...(options.create === undefined ? {} : { create: options.create }),
       ...(lockWaitMs === undefined ? {} : { lockWaitMs }),
     });
   }
   if (url.startsWith('postgres://') || url.startsWith('postgresql://')) {
+    const { PostgresStore } = await import('./postgres/index.js');
     return PostgresStore.open(url, {
       ...(options.warn === undefined ? {} : { warn: options.warn }),
       timeouts: { ...timeoutsFromEnv(process.env), ...options.postgresTimeouts },

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { openStore, SqliteStore, type Store } from '../../src/store/index.js';
+import { openStore, type Store } from '../../src/store/index.js';
+import { SqliteStore } from '../../src/store/sqlite/index.js';
 import type { Checkpoint } from '../../src/run-state/index.js';
 import { argsDigest, type ToolExecutionRecord } from '../../src/ledger/index.js';
 import type { ReserveRequest, TransitionRequest } from '../../src/store/index.js';
