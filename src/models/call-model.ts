@@ -146,6 +146,7 @@ function toolSet({ ai }: AiRuntime, tools: readonly Tool[]): ToolSet {
     set[t.name] = ai.tool({
       description: t.description,
       inputSchema: ai.jsonSchema<unknown>(schema as JSONSchema7),
+      ...(t.strict ? { strict: true } : {}),
     });
   }
   return set;

@@ -78,12 +78,12 @@ async function sampleExecution(
   tool: Tool,
   options: ToolContractOptions,
 ): Promise<{ executed: boolean; readKey: boolean; problem?: string }> {
-  const parsed = tool.input.safeParse(options.args);
-  if (!parsed.success) {
+  const parsed = tool.inputSchema.check(options.args);
+  if (!parsed.ok) {
     return {
       executed: false,
       readKey: false,
-      problem: `the sample args do not match the input schema: ${parsed.error.issues.map((i) => `${i.path.join('.') || '(args)'}: ${i.message}`).join('; ')}`,
+      problem: `the sample args do not match the input schema: ${parsed.problems.join('; ')}`,
     };
   }
   let readKey = false;
@@ -102,7 +102,7 @@ async function sampleExecution(
     signal: AbortSignal.timeout(tool.timeoutMs),
   };
   try {
-    await tool.execute(parsed.data, context);
+    await tool.execute(parsed.value, context);
     return { executed: true, readKey };
   } catch (error) {
     if (error instanceof ToolNotAttemptedError) return { executed: true, readKey };

@@ -68,8 +68,9 @@ describe('defineTool', () => {
     expect(refusal({ description })).toMatch(/description: say what the tool does/);
   });
 
-  it('refuses an input that is not a zod schema', () => {
-    expect(refusal({ input: { type: 'object', properties: {} } })).toMatch(/input: must be a zod schema/);
+  it('refuses an input that is no schema at all', () => {
+    expect(refusal({ input: { accountId: 'string' } })).toMatch(/input must be a schema for the arguments/);
+    expect(refusal({ input: 'accountId: string' })).toMatch(/input must be a schema for the arguments/);
   });
 
   it.each([

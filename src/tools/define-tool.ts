@@ -2,6 +2,8 @@ import { z } from 'zod';
 import { OncelyError } from '../errors/index.js';
 import type { ToolExecutionRecord } from '../ledger/index.js';
 import { definitionError, effectProblem, type Effect } from './effects.js';
+import { fromStrictArgs, strictJsonSchema } from './strict-schema.js';
+import { toolInputOf, type InputOf, type ToolInput, type ToolInputSchema } from './tool-input.js';
 
 /** What every execution of a tool receives (DESIGN §2). */
 export interface ToolContext {
@@ -32,12 +34,22 @@ export type ReconcileHook = (
 /** Undoes a completed call; itself a once-only side effect, keyed `<key>:compensation`. */
 export type CompensateHook = (record: ToolExecutionRecord, context: ToolContext) => unknown;
 
-export interface ToolDefinition<Input extends z.ZodType, Output> {
+export interface ToolDefinition<Input extends ToolInputSchema, Output> {
   /** 1-64 of `A-Z a-z 0-9 _ -`, the name the model calls it by. */
   readonly name: string;
   readonly description: string;
-  /** A zod object schema for the arguments; the model sees its JSON Schema. */
+  /**
+   * The arguments' schema; the model sees its JSON Schema. A zod object schema (zod 4 classic or
+   * mini, or zod 3), any Standard Schema library that can say its JSON Schema (Standard JSON Schema),
+   * or a JSON Schema object (`{ type: 'object', properties: { ... } }`, as MCP servers give them).
+   */
   readonly input: Input;
+  /**
+   * Show the model the schema in OpenAI's strict mode: every object closed and every property
+   * required, a property that may be left out made nullable instead. The nulls a strict model sends
+   * for unused optional arguments are taken out before the arguments are checked. Default false.
+   */
+  readonly strict?: boolean;
   readonly effect: Effect;
   /** Milliseconds per try before the signal is aborted; default 30000. */
   readonly timeoutMs?: number;
@@ -53,19 +65,23 @@ export interface ToolDefinition<Input extends z.ZodType, Output> {
    * method, like `execute`, so a tool with a typed result is still assignable to `Tool`.
    */
   resultReference?(value: Output): string | null | undefined;
-  execute(args: z.output<Input>, context: ToolContext): Output | Promise<Output>;
+  execute(args: InputOf<Input>, context: ToolContext): Output | Promise<Output>;
 }
 
 const TOOL = Symbol.for('oncely.tool');
 export const DEFAULT_TIMEOUT_MS = 30_000;
 
 /** A validated tool: its definition, frozen, with the JSON Schema the model sees. */
-export interface Tool<Input extends z.ZodType = z.ZodType, Output = unknown> extends Readonly<
+export interface Tool<Input extends ToolInputSchema = ToolInputSchema, Output = unknown> extends Readonly<
   ToolDefinition<Input, Output>
 > {
   readonly timeoutMs: number;
   readonly downstreamAcceptsKey: boolean;
+  readonly strict: boolean;
+  /** The JSON Schema the model is shown (its strict-mode form when `strict`). */
   readonly jsonSchema: Record<string, unknown>;
+  /** The input schema made usable: its own JSON Schema and the check of a call's arguments. */
+  readonly inputSchema: ToolInput;
   readonly [TOOL]: true;
 }
 
@@ -78,7 +94,8 @@ const definitionSchema = z.object({
     .string()
     .trim()
     .min(1, 'say what the tool does; the model reads it to decide when to call it'),
-  input: z.custom<z.ZodType>((v) => v instanceof z.ZodType, 'must be a zod schema, e.g. z.object({ ... })'),
+  input: z.unknown(),
+  strict: z.boolean().optional(),
   effect: z.unknown().superRefine((effect, ctx) => {
     const problem = effectProblem(effect);
     if (problem !== undefined) ctx.addIssue({ code: 'custom', message: problem });
@@ -104,7 +121,7 @@ const definitionSchema = z.object({
  *   execute: (args, ctx) => billing.credit(args, { idempotencyKey: ctx.idempotencyKey }),
  * });
  */
-export function defineTool<Input extends z.ZodType, Output>(
+export function defineTool<Input extends ToolInputSchema, Output>(
   definition: ToolDefinition<Input, Output>,
 ): Tool<Input, Output> {
   const parsed = definitionSchema.safeParse(definition);
@@ -119,35 +136,46 @@ export function defineTool<Input extends z.ZodType, Output>(
       `tool "${name}" is a read: it changes nothing, so there is nothing to compensate; remove compensate`,
     );
   }
-  const jsonSchema = inputJsonSchema(name, definition.input);
+  const inputSchema = inputOf(name, definition.input);
+  const strict = definition.strict ?? false;
   return Object.freeze({
     ...definition,
     timeoutMs: definition.timeoutMs ?? DEFAULT_TIMEOUT_MS,
     downstreamAcceptsKey: definition.downstreamAcceptsKey ?? true,
-    jsonSchema,
+    strict,
+    jsonSchema: strict ? strictSchemaOf(name, inputSchema.jsonSchema) : inputSchema.jsonSchema,
+    inputSchema,
     [TOOL]: true as const,
   });
 }
 
-function inputJsonSchema(name: string, input: z.ZodType): Record<string, unknown> {
-  let schema: Record<string, unknown>;
+function inputOf(name: string, input: unknown): ToolInput {
+  let made: ToolInput;
   try {
-    schema = z.toJSONSchema(input, { io: 'input' });
+    made = toolInputOf(input);
   } catch (cause) {
     throw new OncelyError(
       'TOOL_DEFINITION_INVALID',
-      `tool "${name}": its input schema has no JSON Schema form: ${String(cause)}`,
-      {
-        cause,
-      },
+      `tool "${name}": input ${cause instanceof Error ? cause.message : String(cause)}`,
+      { cause },
     );
   }
-  if (schema.type !== 'object') {
+  if (made.jsonSchema.type !== 'object') {
     throw definitionError(
-      `tool "${name}": input must be an object schema (z.object({ ... })), because models pass named arguments`,
+      `tool "${name}": input must be an object schema (z.object({ ... }) or { type: 'object', ... }), because models pass named arguments`,
     );
   }
-  return schema;
+  return made;
+}
+
+function strictSchemaOf(name: string, schema: Record<string, unknown>): Record<string, unknown> {
+  try {
+    return strictJsonSchema(schema);
+  } catch (cause) {
+    throw definitionError(
+      `tool "${name}": strict: true, but ${cause instanceof Error ? cause.message : String(cause)}`,
+    );
+  }
 }
 
 export function isTool(value: unknown): value is Tool {
@@ -159,10 +187,14 @@ export function assertTool(value: unknown): asserts value is Tool {
 }
 
 /** Validates a call's arguments against the tool's schema; nothing is written when they are wrong. */
-export function parseToolArgs<Input extends z.ZodType>(tool: Tool<Input>, args: unknown): z.output<Input> {
-  const parsed = tool.input.safeParse(args);
-  if (parsed.success) return parsed.data;
-  const problems = parsed.error.issues.map((i) => `${i.path.join('.') || '(arguments)'}: ${i.message}`);
+export function parseToolArgs<Input extends ToolInputSchema>(
+  tool: Tool<Input>,
+  args: unknown,
+): InputOf<Input> {
+  const given = tool.strict ? fromStrictArgs(args, tool.inputSchema.jsonSchema) : args;
+  const parsed = tool.inputSchema.check(given);
+  if (parsed.ok) return parsed.value as InputOf<Input>;
+  const { problems } = parsed;
   throw new OncelyError(
     'TOOL_ARGS_INVALID',
     `arguments for tool "${tool.name}" are not valid: ${problems.join('; ')}`,

@@ -25,3 +25,11 @@ export {
   type ReconcileHook,
   type CompensateHook,
 } from './define-tool.js';
+export {
+  toolInputOf,
+  type ToolInputSchema,
+  type JsonSchemaObject,
+  type InputOf,
+  type ToolInput,
+} from './tool-input.js';
+export { strictJsonSchema, fromStrictArgs } from './strict-schema.js';

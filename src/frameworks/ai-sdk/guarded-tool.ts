@@ -32,6 +32,7 @@ export function aiSdkTool(tool: Tool, guarded: GuardedExecution): AiTool<unknown
   return aiTool<unknown, unknown>({
     description: tool.description,
     inputSchema: jsonSchema<unknown>(tool.jsonSchema),
+    ...(tool.strict ? { strict: true } : {}),
     execute: (args, options) => guarded.execute(args, options.toolCallId, options.abortSignal),
     toModelOutput: ({ toolCallId, output }) =>
       guarded.heard(toolCallId) ?? { type: 'json', value: (output ?? null) as JsonValue },
