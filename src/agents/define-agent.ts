@@ -1,5 +1,6 @@
 import type { LanguageModelV3 } from '@ai-sdk/provider';
-import { z } from 'zod';
+import { modelProblem } from '../models/model-version.js';
+import { z } from 'zod/v4';
 import { OncelyError } from '../errors/index.js';
 import { isTool, type Tool } from '../tools/index.js';
 
@@ -43,11 +44,10 @@ export const DEFAULT_MODEL_OUTAGE_RETRIES = 8;
 const agentSchema = z.object({
   name: z.string().regex(/^[A-Za-z0-9_.-]{1,64}$/, 'use 1-64 characters of A-Z a-z 0-9 _ . -'),
   instructions: z.string(),
-  model: z.custom<LanguageModelV3>(
-    (m) =>
-      typeof m === 'object' && m !== null && typeof (m as { doGenerate?: unknown }).doGenerate === 'function',
-    'must be an AI SDK language model (e.g. openai("gpt-4o-mini")) or scriptedModel([...])',
-  ),
+  model: z.unknown().superRefine((m, ctx) => {
+    const problem = modelProblem(m);
+    if (problem !== undefined) ctx.addIssue({ code: 'custom', message: problem });
+  }),
   tools: z.array(z.custom<Tool>(isTool, 'must be a tool made by defineTool')),
   toolPolicy: z.object({ onIndeterminate: z.enum(ON_INDETERMINATE).optional() }).optional(),
   maxSteps: z.number().int().min(1).max(1000).optional(),

@@ -1,4 +1,4 @@
-import type { z } from 'zod';
+import type { z } from 'zod/v4';
 import type { apiKeySchema } from './schemas/api-keys.js';
 import type { approvalSchema } from './schemas/approvals.js';
 import type { runSchema } from './schemas/runs.js';

@@ -1,4 +1,4 @@
-import { z } from 'zod';
+import { z } from 'zod/v4';
 import { OncelyError } from '../errors/index.js';
 
 /** A time as the stores write it (`toISOString()`), and recent enough for any database to compare. */

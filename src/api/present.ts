@@ -1,4 +1,4 @@
-import type { z } from 'zod';
+import type { z } from 'zod/v4';
 import type { LedgerEvent, ToolExecutionRecord } from '../ledger/index.js';
 import type { ApprovalRecord, RunEvent, RunSummary } from '../run-state/index.js';
 import type { ApiKeyRecord } from '../store/index.js';

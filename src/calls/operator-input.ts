@@ -1,4 +1,4 @@
-import { z } from 'zod';
+import { z } from 'zod/v4';
 import { OncelyError } from '../errors/index.js';
 import { assertTenantId, isValidId, parseKey, type ParsedKey } from '../ledger/index.js';
 

@@ -1,4 +1,4 @@
-import { z } from 'zod';
+import { z } from 'zod/v4';
 import { ON_INDETERMINATE } from '../agents/index.js';
 import { modelConfigSchema } from '../models/index.js';
 

@@ -1,4 +1,4 @@
-import { z } from 'zod';
+import { z } from 'zod/v4';
 import type { ConfigProblem } from './config-source.js';
 
 /** Turns zod's issues into problems that say what was expected and what was found. */

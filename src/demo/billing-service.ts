@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { z } from 'zod';
+import { z } from 'zod/v4';
 
 /** One credit (or charge) the billing service applied. */
 export interface Credit {

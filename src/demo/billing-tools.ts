@@ -1,4 +1,4 @@
-import { z } from 'zod';
+import { z } from 'zod/v4';
 import { ToolNotAttemptedError } from '../errors/index.js';
 import { defineTool, external, type Tool } from '../tools/index.js';
 

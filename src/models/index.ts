@@ -23,3 +23,4 @@ export {
   type ModelConfig,
   type ModelProvider,
 } from './model-config.js';
+export { modelProblem } from './model-version.js';

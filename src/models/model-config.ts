@@ -1,4 +1,4 @@
-import { z } from 'zod';
+import { z } from 'zod/v4';
 
 /** A scripted step as written in configuration or a script file (the `ScriptStep` shape). */
 export const scriptStepSchema = z.strictObject({

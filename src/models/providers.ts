@@ -1,7 +1,7 @@
 import { readFile } from 'node:fs/promises';
 import { resolve } from 'node:path';
 import type { LanguageModelV3 } from '@ai-sdk/provider';
-import type { z } from 'zod';
+import type { z } from 'zod/v4';
 import { OncelyError } from '../errors/index.js';
 import { modelConfigSchema, scriptStepsSchema, type ModelConfig } from './model-config.js';
 import { scriptedModel } from './scripted-model.js';

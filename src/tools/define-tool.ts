@@ -1,4 +1,4 @@
-import { z } from 'zod';
+import { z } from 'zod/v4';
 import { OncelyError } from '../errors/index.js';
 import type { ToolExecutionRecord } from '../ledger/index.js';
 import { definitionError, effectProblem, type Effect } from './effects.js';

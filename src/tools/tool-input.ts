@@ -1,7 +1,7 @@
 import { createRequire } from 'node:module';
 import type { StandardJSONSchemaV1, StandardSchemaV1 } from '@standard-schema/spec';
 import type { ErrorObject, ValidateFunction } from 'ajv';
-import { z } from 'zod';
+import { z } from 'zod/v4';
 
 /*
  * A tool's input schema, whatever made it: zod 4 (classic or mini), zod 3, any library that speaks

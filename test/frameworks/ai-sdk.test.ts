@@ -357,3 +357,18 @@ describe.each(STORE_KINDS)('oncely/ai-sdk durable loop on %s', (kind) => {
     expect(billing.credits).toHaveLength(1);
   });
 });
+
+describe('oncely/ai-sdk: the model', () => {
+  it('refuses a model of another AI SDK generation, saying what to install', async () => {
+    const opened = await openTestStore('sqlite', 'ai-sdk-model');
+    const ledger = new Ledger(opened.store);
+    try {
+      const loop = durableLoop({ ledger, tenantId: 'acme', runId: 'r1' });
+      const v2 = { specificationVersion: 'v2', provider: 'p', modelId: 'm', doGenerate: () => undefined };
+      expect(() => loop.model(v2 as never)).toThrow(/specification v2 \(AI SDK 5\).*install ai@6/);
+    } finally {
+      await ledger.close();
+      await opened.cleanup();
+    }
+  });
+});

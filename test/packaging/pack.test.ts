@@ -61,7 +61,7 @@ describe('the published package', () => {
     run(NPM, ['init', '-y'], project); // a default project: CommonJS
     run(
       NPM,
-      ['install', tarball, 'zod@4', '--engine-strict', '--no-audit', '--no-fund', '--prefer-offline'],
+      ['install', tarball, 'ai@6', 'zod@4', '--engine-strict', '--no-audit', '--no-fund', '--prefer-offline'],
       project,
     );
   }, 600_000);

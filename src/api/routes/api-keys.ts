@@ -1,4 +1,4 @@
-import { z } from 'zod';
+import { z } from 'zod/v4';
 import { OncelyError } from '../../errors/index.js';
 import { createApiKey } from '../auth/api-keys.js';
 import { principal } from '../auth/authenticate.js';

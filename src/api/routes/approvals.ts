@@ -1,4 +1,4 @@
-import { z } from 'zod';
+import { z } from 'zod/v4';
 import type { ApprovalRecord, ApprovalStatus } from '../../run-state/index.js';
 import type { Store } from '../../store/index.js';
 import { principal } from '../auth/authenticate.js';

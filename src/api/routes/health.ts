@@ -1,4 +1,4 @@
-import { z } from 'zod';
+import { z } from 'zod/v4';
 import { OncelyError, isOncelyError } from '../../errors/index.js';
 import { assertSchemaCurrent, type SchemaState, type Store } from '../../store/index.js';
 import { BEARER, type ApiApp, type ApiContext } from '../context.js';

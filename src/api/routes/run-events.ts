@@ -1,6 +1,6 @@
 import { Readable } from 'node:stream';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { z } from 'zod';
+import { z } from 'zod/v4';
 import { OncelyError } from '../../errors/index.js';
 import { isFinalRunStatus } from '../../run-state/index.js';
 import type { Store } from '../../store/index.js';

@@ -1,4 +1,4 @@
-import { z } from 'zod';
+import { z } from 'zod/v4';
 import { principal } from '../auth/authenticate.js';
 import { BEARER, type ApiApp, type ApiContext } from '../context.js';
 import { cursorTime, decodeCursor, pageOf } from '../cursor.js';

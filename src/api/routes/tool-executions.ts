@@ -1,4 +1,4 @@
-import { z } from 'zod';
+import { z } from 'zod/v4';
 import { OncelyError } from '../../errors/index.js';
 import { getToolCall, listUnknownCalls, unknownCallCursor } from '../../calls/index.js';
 import { principal } from '../auth/authenticate.js';

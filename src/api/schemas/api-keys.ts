@@ -1,4 +1,4 @@
-import { z } from 'zod';
+import { z } from 'zod/v4';
 import { API_KEY_ROLES } from '../../store/index.js';
 import { actorIdSchema, cursorSchema, limitSchema } from './common.js';
 

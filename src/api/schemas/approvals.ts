@@ -1,4 +1,4 @@
-import { z } from 'zod';
+import { z } from 'zod/v4';
 import { APPROVAL_STATUSES } from '../../run-state/index.js';
 import { anyJsonSchema, cursorSchema, limitSchema, reasonSchema } from './common.js';
 

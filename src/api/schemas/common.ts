@@ -1,4 +1,4 @@
-import { z } from 'zod';
+import { z } from 'zod/v4';
 
 /** Run ids and tool call ids: 1-128 of `A-Z a-z 0-9 _ . -` (the ledger's own rule). */
 const ID = '[A-Za-z0-9_.-]{1,128}';

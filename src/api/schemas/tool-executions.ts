@@ -1,4 +1,4 @@
-import { z } from 'zod';
+import { z } from 'zod/v4';
 import { EFFECT_KINDS, LEDGER_STATUSES, TRANSITION_VIAS, EVENT_KINDS } from '../../ledger/index.js';
 import {
   anyJsonSchema,

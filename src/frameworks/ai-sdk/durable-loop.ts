@@ -23,6 +23,7 @@ import {
   toStreamParts,
   type RecordedResponse,
 } from './recorded-response.js';
+import { modelProblem } from '../../models/model-version.js';
 import { heardRejected } from '../../runs/heard.js';
 import { aiSdkTool, heardOf } from './guarded-tool.js';
 
@@ -84,13 +85,9 @@ export class DurableLoop {
 
   /** The model, wrapped so each response is recorded before its tools run and replayed after a restart. */
   model(model: LanguageModelV3): LanguageModelV3 {
-    if ((model as { specificationVersion?: unknown }).specificationVersion !== 'v3') {
-      throw new OncelyError(
-        'MODEL_CONFIG_INVALID',
-        `the model's specification version is ${String((model as { specificationVersion?: unknown }).specificationVersion)}; ` +
-          'oncely/ai-sdk takes AI SDK 6 language models (specification v3): install ai@6 and a provider of its generation (@ai-sdk/openai@3, @ai-sdk/anthropic@3)',
-      );
-    }
+    const problem = modelProblem(model);
+    if (problem !== undefined)
+      throw new OncelyError('MODEL_CONFIG_INVALID', `loop.model(): the model ${problem}`);
     return wrapLanguageModel({ model, middleware: this.#middleware() });
   }
 
