@@ -183,7 +183,10 @@ async function serve(flags: ServeFlags): Promise<void> {
         // A late answer of a timed-out tool is written if it comes in the grace; else its call stays unknown.
         { what: 'late tool answers', stop: (leftMs) => runtime.close({ timeoutMs: leftMs }) },
       ],
-      () => store.close(),
+      async () => {
+        await store.close();
+        await config?.close(); // its MCP servers
+      },
       'stopped',
     );
   }

@@ -23,11 +23,53 @@ const runtimeSchema = z.strictObject({
   landing_margin_ms: z.number().int().min(0).max(3_600_000).optional(),
 });
 
+const EFFECT_KINDS = ['read', 'write', 'external', 'destructive'] as const;
+
+/** An MCP tool's effect, where its annotations do not say enough: a kind, or a kind with an approval. */
+const mcpEffectSchema = z.union([
+  z.enum(EFFECT_KINDS),
+  z.strictObject({ kind: z.enum(EFFECT_KINDS), approval: z.boolean().optional() }),
+]);
+
+/**
+ * An MCP server whose tools agents may use: a command oncely starts (stdio) or a URL (streamable
+ * HTTP). `${VAR}` in `env` and `headers` values is taken from the environment.
+ */
+const mcpServerSchema = z
+  .strictObject({
+    command: z.string().min(1).optional(),
+    args: z.array(z.string()).optional(),
+    env: z.record(z.string(), z.string()).optional(),
+    /** The command's working folder, relative to the file. */
+    cwd: z.string().min(1).optional(),
+    url: z.url({ protocol: /^https?$/ }).optional(),
+    headers: z.record(z.string(), z.string()).optional(),
+    /** Prepended to each tool's name; default `<server>_`. */
+    prefix: z
+      .string()
+      .regex(/^[A-Za-z0-9_-]{0,32}$/, 'use up to 32 characters of A-Z a-z 0-9 _ -')
+      .optional(),
+    only: z.array(z.string().min(1)).optional(),
+    effects: z.record(z.string(), mcpEffectSchema).optional(),
+    timeout_ms: z.number().int().min(1).max(86_400_000).optional(),
+  })
+  .refine((s) => (s.command === undefined) !== (s.url === undefined), {
+    message: 'give either command (a server oncely starts, over stdio) or url (streamable HTTP), not both',
+  })
+  .refine((s) => s.url === undefined || (s.args ?? s.env ?? s.cwd) === undefined, {
+    message: 'args, env and cwd are for a command; a url server takes headers',
+  })
+  .refine((s) => s.command === undefined || s.headers === undefined, {
+    message: 'headers are for a url server; a command takes env',
+  });
+
 /** The `oncely.yaml` document. Keys are snake_case; unknown keys are errors. */
 export const configDocumentSchema = z.strictObject({
   storage: z.strictObject({ database_url: z.string().min(1).optional() }).optional(),
   /** A module, relative to the file, whose exported tools are registered by name. */
   tools: z.string().min(1).optional(),
+  /** MCP servers whose tools join the tools module's, as `<prefix><tool>`. */
+  mcp_servers: z.record(z.string().regex(/^[A-Za-z0-9_-]{1,32}$/), mcpServerSchema).optional(),
   models: z.record(z.string(), modelConfigSchema).optional(),
   agents: z.array(agentSchema).optional(),
   runtime: runtimeSchema.optional(),
@@ -35,3 +77,4 @@ export const configDocumentSchema = z.strictObject({
 
 export type ConfigDocument = z.infer<typeof configDocumentSchema>;
 export type AgentDocument = z.infer<typeof agentSchema>;
+export type McpServerDocument = z.infer<typeof mcpServerSchema>;

@@ -8,6 +8,7 @@ import type { Tool } from '../tools/index.js';
 import { configDocumentSchema, type ConfigDocument } from './config-schema.js';
 import type { ConfigSource, ConfigProblem } from './config-source.js';
 import { DEFAULT_TOOLS_IMPORT_TIMEOUT_MS, loadToolsModule } from './load-tools.js';
+import { connectMcpServers, isMcpServerProblem, type McpServers } from './mcp-servers.js';
 import { problemsOf } from './schema-issues.js';
 
 type Env = Readonly<Record<string, string | undefined>>;
@@ -19,7 +20,7 @@ export interface OncelyConfig {
   /** `ONCELY_DATABASE_URL` if set, else `storage.database_url`; unset means the embedded default. */
   readonly databaseUrl?: string;
   readonly agents: Map<string, Agent>;
-  /** Every tool the tools module exports, by name. */
+  /** Every tool the tools module exports, and every tool of its MCP servers (`<prefix><tool>`), by name. */
   readonly tools: Map<string, Tool>;
   /** `runtime:`: drive attempts, attempts per call, the landing margin (unset: the defaults). */
   readonly runtime: {
@@ -27,6 +28,8 @@ export interface OncelyConfig {
     readonly maxAttemptsPerCall?: number;
     readonly landingMarginMs?: number;
   };
+  /** Closes the connections to its MCP servers (and stops those it started); nothing else to close. */
+  close(): Promise<void>;
 }
 
 export interface LoadConfigOptions {
@@ -57,19 +60,63 @@ export async function loadConfig(path: string, options: LoadConfigOptions = {}):
   const parsed = configDocumentSchema.safeParse(value);
   if (!parsed.success) throw source.error(problemsOf(parsed.error, configDocumentSchema, value));
   const doc = parsed.data;
-  const tools = await loadTools(source, doc, dirname(file), importTimeoutMs(env));
-  const problems = referenceProblems(doc, tools);
-  if (problems.length > 0) throw source.error(problems);
-  const models = await createModels(source, doc, env, dirname(file));
-  const agents = buildAgents(source, doc, models, tools);
-  const databaseUrl = nonEmpty(env.ONCELY_DATABASE_URL) ?? doc.storage?.database_url;
-  const r = doc.runtime ?? {};
-  const runtime = {
-    ...(r.max_drive_attempts === undefined ? {} : { maxDriveAttempts: r.max_drive_attempts }),
-    ...(r.max_attempts_per_call === undefined ? {} : { maxAttemptsPerCall: r.max_attempts_per_call }),
-    ...(r.landing_margin_ms === undefined ? {} : { landingMarginMs: r.landing_margin_ms }),
-  };
-  return { path: file, ...(databaseUrl === undefined ? {} : { databaseUrl }), agents, tools, runtime };
+  const timeoutMs = importTimeoutMs(env);
+  const moduleTools = await loadTools(source, doc, dirname(file), timeoutMs);
+  const mcp = await mcpServers(source, doc, env, dirname(file), timeoutMs);
+  try {
+    const tools = new Map([...moduleTools, ...mcp.tools]);
+    const problems = [...collisions(moduleTools, mcp.tools), ...referenceProblems(doc, tools)];
+    if (problems.length > 0) throw source.error(problems);
+    const models = await createModels(source, doc, env, dirname(file));
+    const agents = buildAgents(source, doc, models, tools);
+    const databaseUrl = nonEmpty(env.ONCELY_DATABASE_URL) ?? doc.storage?.database_url;
+    const r = doc.runtime ?? {};
+    const runtime = {
+      ...(r.max_drive_attempts === undefined ? {} : { maxDriveAttempts: r.max_drive_attempts }),
+      ...(r.max_attempts_per_call === undefined ? {} : { maxAttemptsPerCall: r.max_attempts_per_call }),
+      ...(r.landing_margin_ms === undefined ? {} : { landingMarginMs: r.landing_margin_ms }),
+    };
+    return {
+      path: file,
+      ...(databaseUrl === undefined ? {} : { databaseUrl }),
+      agents,
+      tools,
+      runtime,
+      close: mcp.close,
+    };
+  } catch (error) {
+    await mcp.close();
+    throw error;
+  }
+}
+
+async function mcpServers(
+  source: ConfigSource,
+  doc: ConfigDocument,
+  env: Env,
+  baseDir: string,
+  timeoutMs: number,
+): Promise<McpServers> {
+  try {
+    return await connectMcpServers(doc, env, baseDir, timeoutMs);
+  } catch (cause) {
+    if (!isMcpServerProblem(cause)) throw cause;
+    const error = source.error([cause.problem]);
+    throw new OncelyError(error.code, error.message, {
+      cause: cause.cause ?? cause,
+      details: { ...error.details },
+    });
+  }
+}
+
+/** An MCP server's tool named like one of the tools module's. */
+function collisions(moduleTools: Map<string, Tool>, mcpTools: Map<string, Tool>): ConfigProblem[] {
+  return [...mcpTools.keys()]
+    .filter((name) => moduleTools.has(name))
+    .map((name) => ({
+      path: ['mcp_servers'],
+      message: `an MCP server's tool is named "${name}", as a tool of the tools module is; give the server another prefix`,
+    }));
 }
 
 async function readText(shown: string, file: string): Promise<string> {
@@ -143,9 +190,11 @@ function referenceProblems(doc: ConfigDocument, tools: Map<string, Tool>): Confi
     (agent.tools ?? []).forEach((name, j) => {
       if (tools.has(name)) return;
       const known =
-        doc.tools === undefined
+        doc.tools === undefined && doc.mcp_servers === undefined
           ? 'no tools module is configured; add `tools: ./tools.js`'
-          : `the tools module ${doc.tools} exports: ${[...tools.keys()].join(', ')}`;
+          : doc.mcp_servers === undefined
+            ? `the tools module ${doc.tools} exports: ${[...tools.keys()].join(', ')}`
+            : `the tools are: ${[...tools.keys()].join(', ')}`;
       problems.push({ path: ['agents', i, 'tools', j], message: `there is no tool "${name}"; ${known}` });
     });
   });
