@@ -82,7 +82,7 @@ export async function loadConfig(path: string, options: LoadConfigOptions = {}):
       agents,
       tools,
       runtime,
-      close: mcp.close,
+      close: () => mcp.close(),
     };
   } catch (error) {
     await mcp.close();
