@@ -47,6 +47,8 @@ describe('callModel', () => {
     const turn = await callModel({ model, system: 'Help with billing.', messages, tools });
     expect(turn).toEqual({
       text: 'Checking.',
+      parts: [{ type: 'text', text: 'Checking.' }],
+      modelId: 'scripted',
       finishReason: 'tool-calls',
       toolCalls: [
         { modelToolCallId: 'model_call_1', toolName: 'lookup_order', input: { orderId: 'o_1' } },
@@ -77,8 +79,62 @@ describe('callModel', () => {
   it('returns a text-only answer with finish reason stop', async () => {
     const model = scriptedModel([{ text: 'Your refund is on its way.' }]);
     const turn = await callModel({ model, messages, tools });
-    expect(turn).toEqual({ text: 'Your refund is on its way.', toolCalls: [], finishReason: 'stop' });
+    expect(turn).toEqual({
+      text: 'Your refund is on its way.',
+      parts: [{ type: 'text', text: 'Your refund is on its way.' }],
+      modelId: 'scripted',
+      toolCalls: [],
+      finishReason: 'stop',
+    });
     expect(model.received).toHaveLength(1);
+  });
+
+  it('keeps reasoning, text and tool calls in order with what the provider attached, and the usage', async () => {
+    const mock = new MockLanguageModelV3({
+      doGenerate: {
+        content: [
+          {
+            type: 'reasoning',
+            text: '',
+            providerMetadata: { openai: { itemId: 'rs_1', reasoningEncryptedContent: 'enc' } },
+          },
+          { type: 'text', text: 'Checking.', providerMetadata: { openai: { itemId: 'msg_1' } } },
+          {
+            type: 'tool-call',
+            toolCallId: 'fc_1',
+            toolName: 'lookup_order',
+            input: '{"orderId":"o_1"}',
+            providerMetadata: { openai: { itemId: 'fc_1' } },
+          },
+          { type: 'text', text: '' },
+        ],
+        finishReason: { unified: 'tool-calls', raw: 'tool_calls' },
+        usage: {
+          inputTokens: { total: 100, noCache: 60, cacheRead: 40, cacheWrite: undefined },
+          outputTokens: { total: 30, text: 10, reasoning: 20 },
+        },
+        response: { modelId: 'gpt-5-2026-01-01' },
+        warnings: [],
+      },
+    });
+    const turn = await callModel({ model: mock, messages, tools });
+    expect(turn.parts).toEqual([
+      {
+        type: 'reasoning',
+        text: '',
+        providerMetadata: { openai: { itemId: 'rs_1', reasoningEncryptedContent: 'enc' } },
+      },
+      { type: 'text', text: 'Checking.', providerMetadata: { openai: { itemId: 'msg_1' } } },
+    ]);
+    expect(turn.toolCalls[0]?.providerMetadata).toEqual({ openai: { itemId: 'fc_1' } });
+    expect(turn.modelId).toBe('gpt-5-2026-01-01');
+    expect(turn.usage).toEqual({
+      inputTokens: 100,
+      outputTokens: 30,
+      totalTokens: 130,
+      reasoningTokens: 20,
+      cachedInputTokens: 40,
+    });
   });
 
   it('reports a call to an unknown tool instead of throwing', async () => {

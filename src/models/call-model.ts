@@ -20,17 +20,41 @@ export interface ModelToolCall {
   readonly input: unknown;
   /** Set when the call cannot run: an unknown tool, or input that is not JSON. */
   readonly problem?: string;
+  /** What the provider attached to the call (item ids, signatures), sent back with it. */
+  readonly providerMetadata?: ProviderMetadata;
+}
+
+type ProviderMetadata = Record<string, Record<string, unknown>>;
+
+/** A text or reasoning part of a response, in the order the model gave it, with what the provider attached. */
+export interface ModelTurnPart {
+  readonly type: 'text' | 'reasoning';
+  readonly text: string;
+  readonly providerMetadata?: ProviderMetadata;
 }
 
 export interface ModelUsage {
   readonly inputTokens?: number;
   readonly outputTokens?: number;
   readonly totalTokens?: number;
+  /** Output tokens spent reasoning (part of outputTokens). */
+  readonly reasoningTokens?: number;
+  /** Input tokens read from the provider's cache (part of inputTokens). */
+  readonly cachedInputTokens?: number;
 }
 
 /** A model's response to one call: text, the tool calls it asks for, and why it stopped. */
 export interface ModelTurn {
+  /** The text parts, joined. */
   readonly text: string;
+  /**
+   * Text and reasoning, in order, each with the provider's metadata: kept in the checkpoint and sent
+   * back on the next call, as providers that chain reasoning (OpenAI's item ids, Anthropic's
+   * signatures) require.
+   */
+  readonly parts: readonly ModelTurnPart[];
+  /** The model that answered, as the provider named it (else the configured model id). */
+  readonly modelId: string;
   readonly toolCalls: readonly ModelToolCall[];
   /** `stop`, `tool-calls`, `length`, `content-filter`, `error` or `other`. */
   readonly finishReason: string;
@@ -102,7 +126,7 @@ export async function callModel(options: CallModelOptions): Promise<ModelTurn> {
       abortSignal: signal,
     });
     const result = await retry(() => model.doGenerate(call));
-    return turnOf(sdk, result, options.tools);
+    return turnOf(sdk, result, options.tools, model.modelId);
   } catch (error) {
     if (options.signal?.aborted === true) throw options.signal.reason;
     if (timeout?.aborted === true) {
@@ -153,19 +177,35 @@ function toolSet({ ai }: AiRuntime, tools: readonly Tool[]): ToolSet {
 }
 
 /** The model's response: its text, and each call it asks for parsed as generateText would. */
-function turnOf(sdk: AiRuntime, result: LanguageModelV3GenerateResult, tools: readonly Tool[]): ModelTurn {
+function turnOf(
+  sdk: AiRuntime,
+  result: LanguageModelV3GenerateResult,
+  tools: readonly Tool[],
+  configuredModelId: string,
+): ModelTurn {
   const names = new Set(tools.map((t) => t.name));
   let text = '';
+  const parts: ModelTurnPart[] = [];
   const toolCalls: ModelToolCall[] = [];
   for (const part of result.content) {
-    if (part.type === 'text') text += part.text;
-    else if (part.type === 'tool-call' && part.providerExecuted !== true) {
+    if (part.type === 'text' || part.type === 'reasoning') {
+      if (part.type === 'text') text += part.text;
+      // An empty part is dropped, unless the provider attached something to it (an encrypted reasoning).
+      if (part.text === '' && part.providerMetadata === undefined) continue;
+      parts.push({
+        type: part.type,
+        text: part.text,
+        ...(part.providerMetadata === undefined ? {} : { providerMetadata: part.providerMetadata }),
+      });
+    } else if (part.type === 'tool-call' && part.providerExecuted !== true) {
       toolCalls.push(modelToolCall(part, names));
     }
   }
   const usage = usageOf(sdk.internal.asLanguageModelUsage(result.usage));
   return {
     text,
+    parts,
+    modelId: result.response?.modelId ?? configuredModelId,
     toolCalls,
     finishReason: result.finishReason.unified,
     ...(usage === undefined ? {} : { usage }),
@@ -176,7 +216,11 @@ type ToolCallContent = Extract<LanguageModelV3Content, { type: 'tool-call' }>;
 
 function modelToolCall(call: ToolCallContent, names: ReadonlySet<string>): ModelToolCall {
   const modelToolCallId = call.toolCallId === '' ? undefined : call.toolCallId;
-  const base = { modelToolCallId, toolName: call.toolName };
+  const base = {
+    modelToolCallId,
+    toolName: call.toolName,
+    ...(call.providerMetadata === undefined ? {} : { providerMetadata: call.providerMetadata }),
+  };
   // An empty input is an empty object, as the SDK reads it.
   const parsed = call.input.trim() === '' ? { ok: true as const, value: {} } : parseJson(call.input);
   const input = parsed.ok ? parsed.value : call.input;
@@ -201,10 +245,14 @@ function problemOf(toolName: string, names: readonly string[]): string {
 }
 
 function usageOf(usage: LanguageModelUsage): ModelUsage | undefined {
-  const picked: { inputTokens?: number; outputTokens?: number; totalTokens?: number } = {};
+  const picked: { -readonly [K in keyof ModelUsage]: ModelUsage[K] } = {};
   if (usage.inputTokens !== undefined) picked.inputTokens = usage.inputTokens;
   if (usage.outputTokens !== undefined) picked.outputTokens = usage.outputTokens;
   if (usage.totalTokens !== undefined) picked.totalTokens = usage.totalTokens;
+  const reasoning = usage.outputTokenDetails?.reasoningTokens;
+  if (reasoning !== undefined) picked.reasoningTokens = reasoning;
+  const cached = usage.inputTokenDetails?.cacheReadTokens;
+  if (cached !== undefined) picked.cachedInputTokens = cached;
   return Object.keys(picked).length > 0 ? picked : undefined;
 }
 

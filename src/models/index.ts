@@ -12,6 +12,7 @@ export {
   DEFAULT_MODEL_RETRIES,
   type CallModelOptions,
   type ModelTurn,
+  type ModelTurnPart,
   type ModelToolCall,
   type ModelUsage,
 } from './call-model.js';

@@ -336,6 +336,8 @@ export class RunDriver {
         step,
         text: turn.text,
         calls: calls.map((c) => ({ toolCallId: c.toolCallId, toolName: c.toolName })),
+        model: { provider: this.agent.model.provider, id: turn.modelId },
+        usage: turn.usage === undefined ? null : { ...turn.usage },
       },
     };
     if (calls.length === 0) {

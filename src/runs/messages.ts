@@ -43,15 +43,26 @@ export function recordTurn(turn: ModelTurn): { message: JsonValue; calls: Pendin
     ...(call.problem === undefined ? {} : { problem: call.problem }),
   }));
   const content: JsonValue[] = [];
-  if (turn.text !== '') content.push({ type: 'text', text: turn.text });
-  for (const call of calls) {
+  // Text and reasoning in the model's order, each with what its provider attached (sent back next call).
+  for (const part of turn.parts) {
+    content.push({
+      type: part.type,
+      text: part.text,
+      ...(part.providerMetadata === undefined ? {} : { providerOptions: part.providerMetadata as JsonValue }),
+    });
+  }
+  turn.toolCalls.forEach((modelCall, i) => {
+    const call = calls[i]!;
     content.push({
       type: 'tool-call',
       toolCallId: call.toolCallId,
       toolName: call.toolName,
       input: call.input,
+      ...(modelCall.providerMetadata === undefined
+        ? {}
+        : { providerOptions: modelCall.providerMetadata as JsonValue }),
     });
-  }
+  });
   return { message: built({ role: 'assistant', content }), calls };
 }
 
