@@ -82,6 +82,25 @@ async function refusal(text: string, code = 'CONFIG_INVALID', env: Record<string
 }
 
 describe('loadConfig', () => {
+  it("takes a model's timeout_ms as its agents' model timeout, unless an agent sets its own", async () => {
+    const file = await configFile(`
+models:
+  slow:
+    provider: openai-compatible
+    name: local
+    base_url: http://127.0.0.1:11434/v1
+    model: llama
+    timeout_ms: 300000
+agents:
+  - { name: a, instructions: x, model: slow }
+  - { name: b, instructions: x, model: slow, model_timeout_ms: 5000 }
+`);
+    const config = await loadConfig(file, { env: {} });
+    expect(config.agents.get('a')?.modelTimeoutMs).toBe(300_000);
+    expect(config.agents.get('b')?.modelTimeoutMs).toBe(5_000);
+    await config.close();
+  });
+
   it('resolves agents with their models and tools', async () => {
     const file = await configFile(VALID);
     const config = await loadConfig(file, { env: {} });
@@ -131,7 +150,7 @@ describe('loadConfig', () => {
     );
     const top = await refusal(`${VALID}extra: 1\n`);
     expect(top.message).toContain(
-      `${top.file}:18:1: extra: unknown key "extra"; expected one of: storage, tools, models, agents, runtime`,
+      `${top.file}:18:1: extra: unknown key "extra"; expected one of: storage, tools, mcp_servers, models, agents, runtime`,
     );
   });
 

@@ -3,7 +3,7 @@ import { dirname, resolve } from 'node:path';
 import type { LanguageModelV3 } from '@ai-sdk/provider';
 import { defineAgent, type Agent } from '../agents/index.js';
 import { isOncelyError, OncelyError } from '../errors/index.js';
-import { createModel } from '../models/index.js';
+import { createModel, type ModelConfig } from '../models/index.js';
 import type { Tool } from '../tools/index.js';
 import { configDocumentSchema, type ConfigDocument } from './config-schema.js';
 import type { ConfigSource, ConfigProblem } from './config-source.js';
@@ -243,7 +243,7 @@ function buildAgents(
           tools: (agent.tools ?? []).map((name) => tools.get(name) as Tool),
           ...(onIndeterminate === undefined ? {} : { toolPolicy: { onIndeterminate } }),
           ...(agent.max_steps === undefined ? {} : { maxSteps: agent.max_steps }),
-          ...(agent.model_timeout_ms === undefined ? {} : { modelTimeoutMs: agent.model_timeout_ms }),
+          ...modelTimeout(agent.model_timeout_ms, doc.models?.[agent.model]),
           ...(agent.model_outage_retries === undefined
             ? {}
             : { modelOutageRetries: agent.model_outage_retries }),
@@ -256,6 +256,16 @@ function buildAgents(
   });
   if (problems.length > 0) throw source.error(problems);
   return agents;
+}
+
+/** The agent's model_timeout_ms, else its model's timeout_ms, else the default. */
+function modelTimeout(
+  own: number | undefined,
+  model: ModelConfig | undefined,
+): { modelTimeoutMs?: number } {
+  const fromModel = model !== undefined && 'timeout_ms' in model ? model.timeout_ms : undefined;
+  const ms = own ?? fromModel;
+  return ms === undefined ? {} : { modelTimeoutMs: ms };
 }
 
 function nonEmpty(value: string | undefined): string | undefined {

@@ -1,6 +1,7 @@
 import { resolve } from 'node:path';
 import type { McpClientLike } from '../frameworks/mcp/index.js';
 import { mcpTools } from '../frameworks/mcp/index.js';
+import { expandEnv } from '../util/env-vars.js';
 import { destructive, external, read, write, type Effect, type Tool } from '../tools/index.js';
 import type { ConfigDocument, McpServerDocument } from './config-schema.js';
 import type { ConfigProblem } from './config-source.js';
@@ -157,19 +158,16 @@ function expandAll(
 ): Record<string, string> | undefined {
   if (values === undefined) return undefined;
   return Object.fromEntries(
-    Object.entries(values).map(([key, value]) => [
-      key,
-      value.replace(/\$\{([A-Za-z_][A-Za-z0-9_]*)\}/g, (_m, name: string) => {
-        const found = env[name];
-        if (found === undefined || found === '') {
-          throw new McpServerProblem({
-            path: [...at, key],
-            message: `uses \${${name}}, which is not set in the environment`,
-          });
-        }
-        return found;
-      }),
-    ]),
+    Object.entries(values).map(([key, value]) => {
+      const expanded = expandEnv(value, env);
+      if ('missing' in expanded) {
+        throw new McpServerProblem({
+          path: [...at, key],
+          message: `uses \${${expanded.missing}}, which is not set in the environment`,
+        });
+      }
+      return [key, expanded.value];
+    }),
   );
 }
 

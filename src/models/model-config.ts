@@ -20,19 +20,35 @@ export const scriptStepsSchema = z.array(scriptStepSchema);
 const envName = z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'must be an environment variable name');
 const url = z.url();
 
+/** What every model of a provider over the network takes besides its name and key. */
+const callSettings = {
+  /** How long one model call may take, its retries included; an agent's model_timeout_ms wins. */
+  timeout_ms: z.number().int().min(1).max(3_600_000).optional(),
+  temperature: z.number().min(0).max(2).optional(),
+  max_output_tokens: z.number().int().min(1).optional(),
+  /** Sent with every request; `${VAR}` in a value is taken from the environment. */
+  headers: z.record(z.string(), z.string()).optional(),
+  /** Passed as the AI SDK's providerOptions on every call, e.g. `{ openai: { reasoningEffort: low } }`. */
+  provider_options: z.record(z.string(), z.record(z.string(), z.json())).optional(),
+};
+
 /** How a model is configured, by provider (snake_case, as written in `oncely.yaml`). */
 export const modelConfigSchema = z.discriminatedUnion('provider', [
   z.strictObject({
     provider: z.literal('openai'),
     model: z.string().min(1),
+    /** OpenAI's Responses API (the default) or Chat Completions (what most compatible servers speak). */
+    api: z.enum(['responses', 'chat']).optional(),
     api_key_env: envName.optional(),
     base_url: url.optional(),
+    ...callSettings,
   }),
   z.strictObject({
     provider: z.literal('anthropic'),
     model: z.string().min(1),
     api_key_env: envName.optional(),
     base_url: url.optional(),
+    ...callSettings,
   }),
   z.strictObject({
     provider: z.literal('openai-compatible'),
@@ -41,6 +57,7 @@ export const modelConfigSchema = z.discriminatedUnion('provider', [
     base_url: url,
     model: z.string().min(1),
     api_key_env: envName.optional(),
+    ...callSettings,
   }),
   z
     .strictObject({

@@ -4,6 +4,8 @@ import type { LanguageModelV3 } from '@ai-sdk/provider';
 import type { z } from 'zod/v4';
 import { OncelyError } from '../errors/index.js';
 import { modelConfigSchema, scriptStepsSchema, type ModelConfig } from './model-config.js';
+import { expandEnv } from '../util/env-vars.js';
+import { aiRuntime } from './ai-runtime.js';
 import { scriptedModel } from './scripted-model.js';
 
 type Env = Readonly<Record<string, string | undefined>>;
@@ -33,7 +35,9 @@ export async function createModel(
     case 'openai': {
       const apiKey = requiredKey(env, c.api_key_env ?? 'OPENAI_API_KEY', `the openai model "${c.model}"`);
       const { createOpenAI } = await importProvider('openai', () => import('@ai-sdk/openai'));
-      return createOpenAI({ apiKey, ...(c.base_url === undefined ? {} : { baseURL: c.base_url }) })(c.model);
+      const provider = createOpenAI({ apiKey, ...baseUrl(c), ...headersOf(c, env) });
+      // Chat Completions for servers that speak only it; the Responses API otherwise (the provider's default).
+      return withSettings(c.api === 'chat' ? provider.chat(c.model) : provider.responses(c.model), c);
     }
     case 'anthropic': {
       const apiKey = requiredKey(
@@ -42,9 +46,7 @@ export async function createModel(
         `the anthropic model "${c.model}"`,
       );
       const { createAnthropic } = await importProvider('anthropic', () => import('@ai-sdk/anthropic'));
-      return createAnthropic({ apiKey, ...(c.base_url === undefined ? {} : { baseURL: c.base_url }) })(
-        c.model,
-      );
+      return withSettings(createAnthropic({ apiKey, ...baseUrl(c), ...headersOf(c, env) })(c.model), c);
     }
     case 'openai-compatible': {
       const apiKey =
@@ -55,17 +57,57 @@ export async function createModel(
         'openai-compatible',
         () => import('@ai-sdk/openai-compatible'),
       );
-      return createOpenAICompatible({
+      const provider = createOpenAICompatible({
         name: c.name,
         baseURL: c.base_url,
         ...(apiKey === undefined ? {} : { apiKey }),
-      })(c.model);
+        ...headersOf(c, env),
+      });
+      return withSettings(provider(c.model), c);
     }
     case 'scripted': {
       const steps = c.steps ?? (await readScript(resolve(options.baseDir ?? process.cwd(), c.script ?? '')));
       return scriptedModel(steps);
     }
   }
+}
+
+type NetworkModel = Exclude<ModelConfig, { provider: 'scripted' }>;
+
+function baseUrl(c: { base_url?: string | undefined }): { baseURL?: string } {
+  return c.base_url === undefined ? {} : { baseURL: c.base_url };
+}
+
+/** The configured headers, `${VAR}` taken from the environment; an unset variable is named. */
+function headersOf(c: NetworkModel, env: Env): { headers?: Record<string, string> } {
+  if (c.headers === undefined) return {};
+  const headers: Record<string, string> = {};
+  for (const [name, value] of Object.entries(c.headers)) {
+    const expanded = expandEnv(value, env);
+    if ('missing' in expanded) {
+      throw invalid(
+        `the header ${name} of the model "${c.model}" uses \${${expanded.missing}}, which is not set in the environment`,
+        { env: expanded.missing },
+      );
+    }
+    headers[name] = expanded.value;
+  }
+  return { headers };
+}
+
+/**
+ * The model with the configured call settings as its defaults (temperature, max output tokens,
+ * provider options); a call that sets one itself wins.
+ */
+async function withSettings(model: LanguageModelV3, c: NetworkModel): Promise<LanguageModelV3> {
+  const settings = {
+    ...(c.temperature === undefined ? {} : { temperature: c.temperature }),
+    ...(c.max_output_tokens === undefined ? {} : { maxOutputTokens: c.max_output_tokens }),
+    ...(c.provider_options === undefined ? {} : { providerOptions: c.provider_options }),
+  };
+  if (Object.keys(settings).length === 0) return model;
+  const { ai } = await aiRuntime();
+  return ai.wrapLanguageModel({ model, middleware: ai.defaultSettingsMiddleware({ settings }) });
 }
 
 function requiredKey(env: Env, name: string, what: string): string {
