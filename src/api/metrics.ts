@@ -1,6 +1,7 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import { DEFAULT_LANDING_MARGIN_MS } from '../ledger/index.js';
 import type { LedgerStore, Store, StoreStats, StoreTx } from '../store/index.js';
+import type { ModelResponseInfo } from '../runs/index.js';
 
 /**
  * The Prometheus metrics of one process: ledger operation latency measured as it happens, and counts
@@ -15,6 +16,8 @@ export class ApiMetrics {
   private readonly unknown: Gauge<'tenant'>;
   private readonly oldestUnknown: Gauge<'tenant'>;
   private readonly conflicts: Counter<'tenant'>;
+  private readonly modelCalls: Counter<'agent' | 'model'>;
+  private readonly modelTokens: Counter<'agent' | 'model' | 'type'>;
   private readonly countsAge: Gauge;
   /** The conflicts counted so far per tenant: the counter goes up by what the database adds. */
   private readonly conflictsSeen = new Map<string, number>();
@@ -67,12 +70,41 @@ export class ApiMetrics {
       labelNames: ['tenant'],
       registers,
     });
+    this.modelCalls = new Counter({
+      name: 'oncely_model_calls_total',
+      help: 'Model responses of the runs this process drove, by agent and the model that answered',
+      labelNames: ['agent', 'model'],
+      registers,
+    });
+    this.modelTokens = new Counter({
+      name: 'oncely_model_tokens_total',
+      help: 'Tokens of those responses, by type: input, output, reasoning (part of output), cached_input (part of input)',
+      labelNames: ['agent', 'model', 'type'],
+      registers,
+    });
     this.countsAge = new Gauge({
       name: 'oncely_metrics_counts_age_seconds',
       help: 'How old the counts of this scrape are (read from the database at most once per --metrics-interval-ms)',
       registers,
     });
     if (options.defaultMetrics ?? true) collectDefaultMetrics({ register: this.registry, prefix: 'oncely_' });
+  }
+
+  /** Counts a model response of a run this process drove (the runtime's `onModelResponse`). */
+  modelResponse(response: ModelResponseInfo): void {
+    const labels = { agent: response.agent, model: `${response.provider}/${response.modelId}` };
+    this.modelCalls.inc(labels);
+    const usage = response.usage;
+    if (usage === null) return;
+    const types: [string, number | undefined][] = [
+      ['input', usage.inputTokens],
+      ['output', usage.outputTokens],
+      ['reasoning', usage.reasoningTokens],
+      ['cached_input', usage.cachedInputTokens],
+    ];
+    for (const [type, tokens] of types) {
+      if (tokens !== undefined && tokens > 0) this.modelTokens.inc({ ...labels, type }, tokens);
+    }
   }
 
   /** Reads the counts from the store (see `minReadIntervalMs`) and renders every metric in the Prometheus text format. */

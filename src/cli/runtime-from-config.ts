@@ -2,7 +2,7 @@ import { existsSync } from 'node:fs';
 import type { LedgerLog } from '../calls/index.js';
 import { loadConfig, type OncelyConfig } from '../config/index.js';
 import { OncelyError } from '../errors/index.js';
-import { openRuntime, type Runtime } from '../runs/index.js';
+import { openRuntime, type Runtime, type RuntimeOptions } from '../runs/index.js';
 import { openStore, type Store } from '../store/index.js';
 import { databaseUrl } from './config.js';
 
@@ -24,6 +24,8 @@ export interface RuntimeFlags {
   readonly wrapStore?: (store: Store) => Store;
   /** Where ledger conflicts are logged at error level (the command's pino logger). */
   readonly log?: LedgerLog;
+  /** Told of each model response the runtime drives (`serve` counts them for `/metrics`). */
+  readonly onModelResponse?: RuntimeOptions['onModelResponse'];
 }
 
 export interface CommandRuntime {
@@ -79,6 +81,7 @@ export async function openCommandRuntime(
       ...(flags.leaseMs === undefined ? {} : { leaseMs: flags.leaseMs }),
       ...config?.runtime,
       ...(flags.log === undefined ? {} : { log: flags.log }),
+      ...(flags.onModelResponse === undefined ? {} : { onModelResponse: flags.onModelResponse }),
     });
     return { runtime, store: opened, config, url };
   } catch (error) {

@@ -134,6 +134,7 @@ async function serve(flags: ServeFlags): Promise<void> {
     ...flags,
     log,
     wrapStore: (opened) => metrics.instrument(opened),
+    onModelResponse: (response) => metrics.modelResponse(response),
   });
   let worker: Worker | undefined;
   let app: Awaited<ReturnType<typeof buildApiServer>> | undefined;

@@ -2,7 +2,7 @@ import type { Agent } from '../agents/index.js';
 import type { Ledger } from '../calls/index.js';
 import { crashPoint } from '../crash/index.js';
 import { OncelyError, errorInfo, isOncelyError } from '../errors/index.js';
-import { ModelPrompt, callModel, isTransientModelFailure, type ModelTurn } from '../models/index.js';
+import { ModelPrompt, callModel, isTransientModelFailure, type ModelTurn, type ModelUsage } from '../models/index.js';
 import type { ErrorInfo } from '../ledger/index.js';
 import type { Checkpoint, CheckpointStatus, RunRecord } from '../run-state/index.js';
 import type { RunEventInput, SaveCheckpointRequest, StoreTx } from '../store/index.js';
@@ -19,6 +19,18 @@ export interface DriverOptions {
   readonly leaseMs: number;
   /** The first delay before a released run is claimed again; it doubles each time, up to 60 s. */
   readonly retryBaseMs?: number;
+  /** Told of each model response (its model and usage), for metrics; what it throws is ignored. */
+  readonly onModelResponse?: (response: ModelResponseInfo) => void;
+}
+
+/** A model response of a run, as an observer (the metrics) is told of it. */
+export interface ModelResponseInfo {
+  readonly tenantId: string;
+  readonly runId: string;
+  readonly agent: string;
+  readonly provider: string;
+  readonly modelId: string;
+  readonly usage: ModelUsage | null;
 }
 
 /**
@@ -62,6 +74,7 @@ export class RunDriver {
   readonly owner: string;
   readonly leaseMs: number;
   readonly retryBaseMs: number;
+  readonly onModelResponse: DriverOptions['onModelResponse'];
   readonly tools: ReadonlyMap<string, Tool>;
   readonly run: RunRecord;
   readonly lease: Lease;
@@ -88,6 +101,7 @@ export class RunDriver {
     this.owner = options.owner;
     this.leaseMs = options.leaseMs;
     this.retryBaseMs = options.retryBaseMs ?? DEFAULT_RETRY_BASE_MS;
+    this.onModelResponse = options.onModelResponse;
     this.tools = new Map(options.agent.tools.map((t) => [t.name, t]));
     this.run = run;
     this.#checkpoint = run.checkpoint;
@@ -294,6 +308,21 @@ export class RunDriver {
     return this.release(undefined, 'model_outage', delayMs, reason, info);
   }
 
+  private tellModelResponse(turn: ModelTurn): void {
+    try {
+      this.onModelResponse?.({
+        tenantId: this.run.tenantId,
+        runId: this.run.runId,
+        agent: this.agent.name,
+        provider: this.agent.model.provider,
+        modelId: turn.modelId,
+        usage: turn.usage ?? null,
+      });
+    } catch {
+      // An observer's failure is not the run's.
+    }
+  }
+
   /**
    * One model call, with minted call ids; it is made durable in the transaction that reserves its
    * calls, so never after any of them is reserved.
@@ -327,6 +356,7 @@ export class RunDriver {
       return this.end(undefined, checkpoint, 'failed', { error: info, reason: info.message });
     }
     await crashPoint('model.after-call');
+    this.tellModelResponse(turn);
     const { message, calls } = recordTurn(turn);
     const step = checkpoint.step + 1;
     const messages = [...checkpoint.messages, message];

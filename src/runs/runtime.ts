@@ -28,7 +28,7 @@ import type { ApprovalRecord, RunRecord, RunSummary } from '../run-state/index.j
 import { openStore, type CreateRunRequest, type Store, type WaitingCursor } from '../store/index.js';
 import type { Tool } from '../tools/index.js';
 import { decideApproval, type ApprovalDecision } from './decisions.js';
-import { DEFAULT_RETRY_BASE_MS, RunDriver, inSeconds, retryDelay, type DriveEnd } from './driver.js';
+import { DEFAULT_RETRY_BASE_MS, RunDriver, inSeconds, retryDelay, type DriveEnd, type ModelResponseInfo } from './driver.js';
 import { initialMessages } from './messages.js';
 import { resumeIfReady, sweepWaiting } from './resume.js';
 
@@ -65,6 +65,8 @@ export interface RuntimeOptions {
   readonly landingMarginMs?: number;
   /** Where ledger conflicts are logged at error level; default standard error. */
   readonly log?: LedgerLog;
+  /** Told of each model response of a run this runtime drives (its model and usage), for metrics. */
+  readonly onModelResponse?: (response: ModelResponseInfo) => void;
 }
 
 export const DEFAULT_MAX_DRIVE_ATTEMPTS = 5;
@@ -103,6 +105,7 @@ export class Runtime {
   readonly leaseMs: number;
   readonly maxDriveAttempts: number;
   readonly retryBaseMs: number;
+  readonly onModelResponse: RuntimeOptions['onModelResponse'];
   readonly #ownsStore: boolean;
   readonly #reconcileEveryMs: number;
   readonly #lastAsked = new Map<string, number>();
@@ -120,6 +123,7 @@ export class Runtime {
     });
     this.maxDriveAttempts = options.maxDriveAttempts ?? DEFAULT_MAX_DRIVE_ATTEMPTS;
     this.retryBaseMs = options.retryBaseMs ?? DEFAULT_RETRY_BASE_MS;
+    this.onModelResponse = options.onModelResponse;
     this.agents = indexAgents(options.agents);
     this.tools = indexTools([...options.agents.flatMap((a) => a.tools), ...(options.tools ?? [])]);
     this.leaseMs = options.leaseMs ?? DEFAULT_LEASE_MS;
@@ -247,6 +251,7 @@ export class Runtime {
         owner: this.owner,
         leaseMs: this.leaseMs,
         retryBaseMs: this.retryBaseMs,
+        ...(this.onModelResponse === undefined ? {} : { onModelResponse: this.onModelResponse }),
       },
       run,
     );
