@@ -67,6 +67,15 @@ describe('docs stay true to the code', () => {
     expect(output.trim()).toBe('external completed ledger 1');
   });
 
+  it('docs/frameworks.md links examples/openai-agents-run.ts, and it runs as written', () => {
+    expect(read('docs/frameworks.md')).toContain('examples/openai-agents-run.ts');
+    const output = execFileSync(process.execPath, ['--import', 'tsx', 'examples/openai-agents-run.ts'], {
+      cwd: new URL('..', import.meta.url),
+      encoding: 'utf8',
+    });
+    expect(output.trim()).toBe('Refunded $25. | Refunded $25. | model asked 2 times | credits 1');
+  });
+
   it('docs/runs.md shows exactly what the model hears, as the code makes it', () => {
     const doc = read('docs/runs.md');
     const samples = [

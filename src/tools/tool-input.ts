@@ -53,6 +53,13 @@ function standardOf(input: unknown): StandardSchemaV1.Props | undefined {
  * error (what the schema is, and what to give instead).
  */
 export function toolInputOf(input: unknown): ToolInput {
+  const made = madeInput(input);
+  // Plain JSON, nothing else: zod's JSON Schema carries a hidden `~standard` of its own, which other
+  // libraries (the Agents SDK) would take for a schema to validate with.
+  return { ...made, jsonSchema: JSON.parse(JSON.stringify(made.jsonSchema)) as Record<string, unknown> };
+}
+
+function madeInput(input: unknown): ToolInput {
   const standard = standardOf(input);
   if (isObject(input) && '_zod' in input) return zod4Input(input as unknown as z.core.$ZodType, standard);
   if (standard?.vendor === 'zod') return zod3Input(input, standard);

@@ -126,7 +126,7 @@ function mcpTool(client: McpClientLike, info: McpToolInfo, options: McpToolsOpti
   return defineTool({
     name: `${options.prefix ?? ''}${info.name}`,
     description: info.description ?? info.title ?? info.annotations?.title ?? info.name,
-    input: takesKey ? withoutKeyArgument(info.inputSchema) : (info.inputSchema),
+    input: takesKey ? withoutKeyArgument(info.inputSchema) : info.inputSchema,
     effect: options.effects?.[info.name] ?? effectOfAnnotations(info.annotations),
     timeoutMs,
     ...(reconcile === undefined ? {} : { reconcile }),

@@ -6,7 +6,11 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { ROOT, waitFor } from '../support/processes.js';
 import { STORE_KINDS, openTestStore, type OpenedStore } from '../support/stores.js';
 
-const FIXTURE = join(ROOT, 'test/frameworks/fixtures/ai-sdk-refund.ts');
+/** Processes driving their own agent loop: the AI SDK's generateText, and OpenAI Agents JS's run. */
+const FIXTURES = [
+  ['an AI SDK loop', join(ROOT, 'test/frameworks/fixtures/ai-sdk-refund.ts')],
+  ['an OpenAI Agents run', join(ROOT, 'test/frameworks/fixtures/agents-refund.ts')],
+] as const;
 
 interface Loop {
   readonly output: () => string;
@@ -15,9 +19,9 @@ interface Loop {
 }
 
 /** A real process driving its own AI SDK loop through oncely/ai-sdk. */
-function startLoop(env: Record<string, string>): Loop {
+function startLoop(fixture: string, env: Record<string, string>): Loop {
   let output = '';
-  const child = spawn(process.execPath, ['--import', 'tsx', FIXTURE], {
+  const child = spawn(process.execPath, ['--import', 'tsx', fixture], {
     cwd: ROOT,
     env: { ...process.env, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -39,11 +43,13 @@ const lines = <T>(path: string): T[] =>
         .map((l) => JSON.parse(l) as T)
     : [];
 
-describe.each(STORE_KINDS)('an AI SDK loop killed mid tool call, on %s', (kind) => {
+describe.each(
+  FIXTURES.flatMap(([what, fixture]) => STORE_KINDS.map((kind) => [what, kind, fixture] as const)),
+)('%s killed mid tool call, on %s', (_what, kind, fixture) => {
   let opened: OpenedStore;
   let dir: string;
   beforeEach(async () => {
-    opened = await openTestStore(kind, 'ai-sdk-crash');
+    opened = await openTestStore(kind, 'loop-crash');
     dir = mkdtempSync(join(tmpdir(), 'oncely-ai-sdk-'));
   });
   afterEach(async () => {
@@ -60,7 +66,7 @@ describe.each(STORE_KINDS)('an AI SDK loop killed mid tool call, on %s', (kind) 
 
   /** Starts the loop, waits for the credit to be applied, and SIGKILLs the process before its record. */
   async function killAfterEffect(env: Record<string, string>): Promise<void> {
-    const first = startLoop({ ...env, HANG: '1' });
+    const first = startLoop(fixture, { ...env, HANG: '1' });
     await waitFor(
       'the credit to be applied',
       () => Promise.resolve(first.output().includes('APPLIED') || undefined),
@@ -73,7 +79,7 @@ describe.each(STORE_KINDS)('an AI SDK loop killed mid tool call, on %s', (kind) 
   it('restarted, it replays the recorded response, settles the call through its reconcile hook, and credits once', async () => {
     const env = { ...files('refund-crash-1'), RECONCILE: '1' };
     await killAfterEffect(env);
-    const second = startLoop(env);
+    const second = startLoop(fixture, env);
     const exit = await second.exited;
     expect(exit.code, second.output()).toBe(0);
     expect(second.output()).toContain('Done: $25 credited.');
@@ -92,7 +98,7 @@ describe.each(STORE_KINDS)('an AI SDK loop killed mid tool call, on %s', (kind) 
   it('restarted with no reconcile hook, the loop stops on the unknown call and never asks the model again', async () => {
     const env = files('refund-crash-2');
     await killAfterEffect(env);
-    const second = startLoop(env);
+    const second = startLoop(fixture, env);
     const exit = await second.exited;
     expect(exit.code, second.output()).toBe(3);
     expect(second.output()).toContain('RUN_CALL_UNKNOWN');

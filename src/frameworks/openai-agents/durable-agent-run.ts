@@ -1,0 +1,327 @@
+import { createHash } from 'node:crypto';
+import {
+  Usage,
+  tool as agentsTool,
+  type FunctionTool,
+  type Model,
+  type ModelRequest,
+  type ModelResponse,
+  type StreamEvent,
+} from '@openai/agents-core';
+import { approvalOf, executeToolCall, prepareCall, type Ledger } from '../../calls/index.js';
+import { OncelyError, isOncelyError } from '../../errors/index.js';
+import { canonicalJson, type JsonValue } from '../../ledger/index.js';
+import { heardRejected } from '../../runs/heard.js';
+import { mintToolCallId } from '../../runs/messages.js';
+import type { LoopStep } from '../../store/index.js';
+import { assertTool, type Tool } from '../../tools/index.js';
+import { heardOf } from '../ai-sdk/guarded-tool.js';
+import { plainJson } from '../ai-sdk/recorded-response.js';
+
+/*
+ * A run of an OpenAI Agents JS agent (`run(agent, input)` of @openai/agents), made durable the same
+ * way as an AI SDK loop: the model wrapper records each response in the store (table loop_steps)
+ * before the runner sees its function calls, with call ids oncely minted, and replays it after a
+ * restart; each function tool runs under the ledger with the key `<runId>:<callId>`; an unknown call
+ * stops the run (the tool's error is not handed to the model) and `run()` throws it.
+ */
+
+export interface DurableAgentRunOptions {
+  readonly ledger: Ledger;
+  readonly tenantId: string;
+  /** The same id after a restart continues the run; 1-200 characters, no `:`. */
+  readonly runId: string;
+}
+
+/** A model response as the store keeps it (plain JSON; usage rebuilt as the SDK's Usage on replay). */
+interface RecordedAgentResponse {
+  readonly output: ModelResponse['output'];
+  readonly usage: JsonValue;
+  readonly responseId?: string;
+  readonly providerData?: Record<string, unknown>;
+}
+
+type AnyItem = { readonly type?: string; readonly callId?: string } & Record<string, unknown>;
+
+export class DurableAgentRun {
+  readonly ledger: Ledger;
+  readonly tenantId: string;
+  readonly runId: string;
+  readonly #minted = new Set<string>();
+  #stop: OncelyError | undefined;
+
+  constructor(options: DurableAgentRunOptions) {
+    if (!/^[^:\s]{1,200}$/.test(options.runId)) {
+      throw new OncelyError(
+        'RUN_INPUT_INVALID',
+        `runId "${options.runId}" is not valid: use 1-200 characters, no ":" and no spaces`,
+      );
+    }
+    this.ledger = options.ledger;
+    this.tenantId = options.tenantId;
+    this.runId = options.runId;
+  }
+
+  /** Why the run stopped, once it has (an unknown call, or one waiting for an operator's approval). */
+  get stopped(): OncelyError | undefined {
+    return this.#stop;
+  }
+
+  /** The model, wrapped: each response recorded before its function calls run, replayed after a restart. */
+  model(model: Model): Model {
+    return {
+      ...(model.supportsPromptModelSelection === undefined
+        ? {}
+        : { supportsPromptModelSelection: model.supportsPromptModelSelection }),
+      getResponse: async (request) => {
+        const standing = await this.#standing(request);
+        if (standing !== undefined) return toModelResponse(standing);
+        const response = await model.getResponse(request);
+        return toModelResponse(await this.#record(request, recordedOf(response)));
+      },
+      getStreamedResponse: (request) => this.#stream(model, request),
+      ...(model.getRetryAdvice === undefined ? {} : { getRetryAdvice: model.getRetryAdvice.bind(model) }),
+    };
+  }
+
+  /** Oncely tools as function tools of the Agents SDK, each call run under the ledger. */
+  tools(tools: readonly Tool[] | Readonly<Record<string, Tool>>): FunctionTool[] {
+    const list = Array.isArray(tools) ? (tools as readonly Tool[]) : Object.values(tools);
+    return list.map((t) => {
+      assertTool(t);
+      return agentsTool({
+        name: t.name,
+        description: t.description,
+        parameters: t.jsonSchema as never,
+        strict: t.strict,
+        // A tool's error is not handed to the model: an unknown call stops the run.
+        errorFunction: null,
+        needsApproval: (_context: unknown, input: unknown, callId?: string) =>
+          this.#needsApproval(t, input, callId),
+        execute: (input: unknown, _context: unknown, details?: { toolCall?: { callId?: string } }) =>
+          this.#execute(t, input, details?.toolCall?.callId),
+      });
+    });
+  }
+
+  /** Runs the agent (your `run(agent, input)` call) and throws why it stopped, if it did. */
+  async run<T>(drive: () => Promise<T>): Promise<T> {
+    let value: T;
+    try {
+      value = await drive();
+    } catch (error) {
+      throw this.#stop ?? error;
+    }
+    if (this.#stop !== undefined) throw this.#stop;
+    return value;
+  }
+
+  /** The recorded model responses of the run, in order. */
+  steps(): Promise<LoopStep[]> {
+    return this.ledger.store.loopSteps.list(this.tenantId, this.runId);
+  }
+
+  /** The response recorded for this conversation, if any; refuses once the run stopped. */
+  async #standing(request: ModelRequest): Promise<RecordedAgentResponse | undefined> {
+    if (this.#stop !== undefined) throw this.#stop;
+    const digest = inputDigest(request.input);
+    const steps = await this.steps();
+    const same = steps.find((s) => s.promptDigest === digest);
+    if (same !== undefined) return this.#replayable(same);
+    const last = steps.at(-1);
+    if (last !== undefined && !continues(request.input, last.response as unknown as RecordedAgentResponse)) {
+      throw diverged(this.runId, steps.length);
+    }
+    return undefined;
+  }
+
+  async #record(request: ModelRequest, response: RecordedAgentResponse): Promise<RecordedAgentResponse> {
+    const digest = inputDigest(request.input);
+    const step = (await this.steps()).length;
+    const { step: standing } = await this.ledger.store.loopSteps.record({
+      tenantId: this.tenantId,
+      runId: this.runId,
+      step,
+      promptDigest: digest,
+      response: response as unknown as JsonValue,
+      modelId: 'openai-agents',
+      usage: response.usage,
+    });
+    if (standing.promptDigest !== digest) throw diverged(this.runId, step);
+    return this.#replayable(standing);
+  }
+
+  #replayable(step: LoopStep): RecordedAgentResponse {
+    const recorded = step.response as unknown as RecordedAgentResponse;
+    for (const item of recorded.output as unknown as AnyItem[]) {
+      if (item.type === 'function_call' && typeof item.callId === 'string') this.#minted.add(item.callId);
+    }
+    return recorded;
+  }
+
+  async *#stream(model: Model, request: ModelRequest): AsyncIterable<StreamEvent> {
+    const standing = await this.#standing(request);
+    if (standing !== undefined) {
+      yield { type: 'response_started' };
+      yield doneEvent(standing);
+      return;
+    }
+    for await (const event of model.getStreamedResponse(request)) {
+      if (event.type !== 'response_done') {
+        yield event;
+        continue;
+      }
+      const { response } = event;
+      const recorded = await this.#record(
+        request,
+        recordedOf({
+          output: response.output,
+          usage: new Usage(response.usage),
+          responseId: response.id,
+          ...(response.providerData === undefined ? {} : { providerData: response.providerData }),
+        }),
+      );
+      yield doneEvent(recorded);
+    }
+  }
+
+  async #needsApproval(tool: Tool, input: unknown, callId: string | undefined): Promise<boolean> {
+    if (!tool.effect.approval || callId === undefined) return false;
+    const key = `${this.runId}:${callId}`;
+    if ((await this.ledger.store.ledger.get(this.tenantId, key)) !== undefined) return false;
+    const approval = await this.ledger.store.runs.getApproval(this.tenantId, key);
+    if (
+      approval?.status === 'approved' ||
+      approval?.status === 'consumed' ||
+      approval?.status === 'rejected'
+    ) {
+      return false; // executeToolCall consumes it, or tells the model it was rejected
+    }
+    // Asked in the ledger too, so an operator sees it (`oncely approvals list`) and can decide it.
+    const prepared = prepareCall({
+      tool,
+      args: input,
+      tenantId: this.tenantId,
+      runId: this.runId,
+      toolCallId: callId,
+    });
+    await this.ledger.store.runs.createApprovals([approvalOf(prepared)]);
+    return true;
+  }
+
+  async #execute(tool: Tool, input: unknown, callId: string | undefined): Promise<unknown> {
+    if (callId === undefined || !this.#minted.has(callId)) {
+      throw this.#stopWith(
+        new OncelyError(
+          'LOOP_CALL_NOT_MINTED',
+          `a call of "${tool.name}" did not come through run.model(...): its id is the provider's, which a restart ` +
+            'would not give again; give the agent its model as run.model(yourModel)',
+        ),
+      );
+    }
+    try {
+      const outcome = await executeToolCall(this.ledger, tool, input, {
+        tenantId: this.tenantId,
+        runId: this.runId,
+        toolCallId: callId,
+      });
+      const heard = heardOf(outcome);
+      if (heard === undefined) {
+        const key = outcome.record.idempotencyKey;
+        const retryAt = outcome.status === 'unknown' ? (outcome.waiting?.retryAt ?? null) : null;
+        throw this.#stopWith(
+          new OncelyError(
+            'RUN_CALL_UNKNOWN',
+            `tool call ${key} (${tool.name}) may or may not have taken effect; the run stopped and the model was not told. ` +
+              `Settle it (its reconcile hook, or \`oncely executions resolve ${key} --status completed|failed --reason ...\`), then run again`,
+            { details: { idempotencyKey: key, tool: tool.name, runId: this.runId, retryAt } },
+          ),
+        );
+      }
+      return heard.value;
+    } catch (error) {
+      if (isOncelyError(error, 'APPROVAL_REJECTED')) return heardRejected(error.message).value;
+      if (isOncelyError(error, 'APPROVAL_REQUIRED')) throw this.#stopWith(error);
+      throw error;
+    }
+  }
+
+  #stopWith(error: OncelyError): OncelyError {
+    this.#stop ??= error;
+    return error;
+  }
+}
+
+/** Starts (or, with the same `runId`, continues) a durable run of an OpenAI Agents JS agent. */
+export function durableAgentRun(options: DurableAgentRunOptions): DurableAgentRun {
+  return new DurableAgentRun(options);
+}
+
+/** The response with minted ids for the function calls the runner will execute, as JSON. */
+function recordedOf(response: ModelResponse): RecordedAgentResponse {
+  const output = (response.output as unknown as AnyItem[]).map((item) =>
+    item.type === 'function_call' ? { ...item, callId: mintToolCallId() } : item,
+  );
+  return plainJson({
+    output,
+    usage: response.usage,
+    ...(response.responseId === undefined ? {} : { responseId: response.responseId }),
+    ...(response.providerData === undefined ? {} : { providerData: response.providerData }),
+  }) as unknown as RecordedAgentResponse;
+}
+
+function toModelResponse(recorded: RecordedAgentResponse): ModelResponse {
+  return {
+    output: recorded.output,
+    usage: new Usage(recorded.usage as ConstructorParameters<typeof Usage>[0]),
+    ...(recorded.responseId === undefined ? {} : { responseId: recorded.responseId }),
+    ...(recorded.providerData === undefined ? {} : { providerData: recorded.providerData }),
+  };
+}
+
+function doneEvent(recorded: RecordedAgentResponse): StreamEvent {
+  const usage = new Usage(recorded.usage as ConstructorParameters<typeof Usage>[0]);
+  return {
+    type: 'response_done',
+    response: {
+      id: recorded.responseId ?? 'oncely-replayed',
+      usage: {
+        requests: usage.requests,
+        inputTokens: usage.inputTokens,
+        outputTokens: usage.outputTokens,
+        totalTokens: usage.totalTokens,
+      },
+      output: recorded.output,
+      ...(recorded.providerData === undefined ? {} : { providerData: recorded.providerData }),
+    },
+  } as StreamEvent;
+}
+
+/** Digest of the conversation a model call answers (the runner's input items; instructions left out). */
+function inputDigest(input: ModelRequest['input']): string {
+  const items = typeof input === 'string' ? [{ role: 'user', content: input }] : input;
+  return createHash('sha256')
+    .update(canonicalJson(plainJson(items)))
+    .digest('hex');
+}
+
+/** Whether the input carries on from the last recorded response (its function calls are in it). */
+function continues(input: ModelRequest['input'], last: RecordedAgentResponse): boolean {
+  const calls = (last.output as unknown as AnyItem[]).flatMap((i) =>
+    i.type === 'function_call' && typeof i.callId === 'string' ? [i.callId] : [],
+  );
+  if (calls.length === 0 || typeof input === 'string') return calls.length === 0;
+  const present = new Set(
+    (input as unknown as AnyItem[]).flatMap((i) => (typeof i.callId === 'string' ? [i.callId] : [])),
+  );
+  return calls.every((c) => present.has(c));
+}
+
+function diverged(runId: string, step: number): OncelyError {
+  return new OncelyError(
+    'LOOP_DIVERGED',
+    `step ${step} of run ${runId}: the conversation is not the one recorded (a restart must send the same ` +
+      'input; a new conversation needs a new runId)',
+    { details: { runId, step } },
+  );
+}

@@ -1,0 +1,1 @@
+export { DurableAgentRun, durableAgentRun, type DurableAgentRunOptions } from './durable-agent-run.js';

@@ -1,0 +1,170 @@
+import { Agent, Runner, Usage, type Model, type ModelRequest, type ModelResponse } from '@openai/agents-core';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import {
+  Ledger,
+  decideToolApproval,
+  defineTool,
+  external,
+  isOncelyError,
+  type Tool,
+} from '../../src/index.js';
+import { durableAgentRun } from '../../src/frameworks/openai-agents/index.js';
+import { STORE_KINDS, openTestStore, type OpenedStore } from '../support/stores.js';
+
+type Output = ModelResponse['output'];
+
+const creditCall = (callId: string, amountCents: number): Output[number] => ({
+  type: 'function_call',
+  callId,
+  name: 'issue_credit',
+  arguments: JSON.stringify({ accountId: 'acct_7', amountCents }),
+  status: 'completed',
+});
+const say = (text: string): Output[number] => ({
+  type: 'message',
+  role: 'assistant',
+  status: 'completed',
+  content: [{ type: 'output_text', text }],
+});
+
+/** An Agents SDK model answering from a script, counting the times it was asked. */
+class ScriptedModel implements Model {
+  asked = 0;
+  readonly inputs: ModelRequest['input'][] = [];
+  constructor(private readonly script: Output[]) {}
+  getResponse(request: ModelRequest): Promise<ModelResponse> {
+    this.inputs.push(structuredClone(request.input));
+    const output = this.script[this.asked];
+    this.asked += 1;
+    if (output === undefined) throw new Error(`the script has no response ${this.asked}`);
+    return Promise.resolve({
+      output,
+      usage: new Usage({ requests: 1, inputTokens: 10, outputTokens: 2, totalTokens: 12 }),
+    });
+  }
+  getStreamedResponse(): AsyncIterable<never> {
+    return {
+      [Symbol.asyncIterator]: () => {
+        throw new Error('not streamed in these tests');
+      },
+    };
+  }
+}
+
+class Billing {
+  readonly credits: { key: string; amountCents: number }[] = [];
+}
+
+function creditTool(billing: Billing, options: { approval?: boolean; slowMs?: number } = {}): Tool {
+  return defineTool({
+    name: 'issue_credit',
+    description: "Credit a customer's account",
+    input: z.object({ accountId: z.string(), amountCents: z.number().int().positive() }),
+    effect: external({ approval: options.approval ?? false }),
+    timeoutMs: 200,
+    execute: async ({ amountCents }, ctx) => {
+      if (options.slowMs !== undefined) await new Promise((r) => setTimeout(r, options.slowMs));
+      billing.credits.push({ key: ctx.idempotencyKey, amountCents });
+      return { receipt: `cr_${billing.credits.length}` };
+    },
+  });
+}
+
+const runner = new Runner({ tracingDisabled: true });
+
+describe.each(STORE_KINDS)('oncely/openai-agents on %s', (kind) => {
+  let opened: OpenedStore;
+  let ledger: Ledger;
+  beforeEach(async () => {
+    opened = await openTestStore(kind, 'openai-agents');
+    ledger = new Ledger(opened.store, { actorId: 'test', landingMarginMs: 0 });
+  });
+  afterEach(async () => {
+    await ledger.close();
+    await opened.cleanup();
+  });
+
+  function agentOf(run: ReturnType<typeof durableAgentRun>, model: Model, tool: Tool) {
+    return new Agent({
+      name: 'billing',
+      instructions: 'Help.',
+      model: run.model(model),
+      tools: run.tools([tool]),
+    });
+  }
+
+  it('records each response before its calls run, keys them by minted ids, and replays all of it after a restart', async () => {
+    const billing = new Billing();
+    const tool = creditTool(billing);
+    const model = new ScriptedModel([[creditCall('call_1', 2500)], [say('Credited $25.')]]);
+    const first = durableAgentRun({ ledger, tenantId: 'acme', runId: 'agents-1' });
+    const result = await first.run(() => runner.run(agentOf(first, model, tool), 'Refund order 42'));
+    expect(result.finalOutput).toBe('Credited $25.');
+    expect(model.asked).toBe(2);
+    expect(billing.credits).toHaveLength(1);
+    expect(billing.credits[0]?.key).toMatch(/^agents-1:call_[0-9a-f]{16}$/);
+    expect(await first.steps()).toHaveLength(2);
+
+    const other = new ScriptedModel([[creditCall('call_9', 9900)], [say('something else')]]);
+    const restarted = durableAgentRun({ ledger, tenantId: 'acme', runId: 'agents-1' });
+    const replay = await restarted.run(() => runner.run(agentOf(restarted, other, tool), 'Refund order 42'));
+    expect(other.asked).toBe(0);
+    expect(replay.finalOutput).toBe('Credited $25.');
+    expect(billing.credits).toHaveLength(1);
+  });
+
+  it('a provider that repeats a call id makes two credits two effects', async () => {
+    const billing = new Billing();
+    const model = new ScriptedModel([
+      [creditCall('call_1', 100)],
+      [creditCall('call_1', 100)],
+      [say('Two.')],
+    ]);
+    const run = durableAgentRun({ ledger, tenantId: 'acme', runId: 'agents-2' });
+    await run.run(() => runner.run(agentOf(run, model, creditTool(billing)), 'Two refunds'));
+    expect(new Set(billing.credits.map((c) => c.key)).size).toBe(2);
+  });
+
+  it('an unknown call stops the run: the model is not asked again and run() throws RUN_CALL_UNKNOWN', async () => {
+    const billing = new Billing();
+    const model = new ScriptedModel([[creditCall('c', 2500)], [say('It failed, shall I retry?')]]);
+    const run = durableAgentRun({ ledger, tenantId: 'acme', runId: 'agents-3' });
+    const stopped = await run
+      .run(() => runner.run(agentOf(run, model, creditTool(billing, { slowMs: 400 })), 'Refund'))
+      .then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+    expect(isOncelyError(stopped, 'RUN_CALL_UNKNOWN')).toBe(true);
+    expect(model.asked).toBe(1);
+    const key = (stopped as { details: { idempotencyKey: string } }).details.idempotencyKey;
+    expect((await ledger.store.ledger.get('acme', key))?.status).toBe('indeterminate');
+  });
+
+  it("maps an oncely approval to the SDK's interruption: nothing runs until an operator approves", async () => {
+    const billing = new Billing();
+    const tool = creditTool(billing, { approval: true });
+    const model = new ScriptedModel([[creditCall('c', 2500)], [say('Credited.')]]);
+    const run = durableAgentRun({ ledger, tenantId: 'acme', runId: 'agents-4' });
+    const agent = agentOf(run, model, tool);
+    const paused = await run.run(() => runner.run(agent, 'Refund'));
+    expect(paused.interruptions).toHaveLength(1);
+    expect(billing.credits).toHaveLength(0);
+    const [steps] = [await run.steps()];
+    const callId = (steps[0]?.response as { output: { callId: string }[] }).output[0]!.callId;
+    const key = `agents-4:${callId}`;
+    expect((await ledger.store.runs.getApproval('acme', key))?.status).toBe('pending');
+
+    await decideToolApproval(ledger, 'approved', {
+      tenantId: 'acme',
+      idempotencyKey: key,
+      actorId: 'ops-ana',
+    });
+    paused.state.approve(paused.interruptions[0]!);
+    const done = await run.run(() => runner.run(agent, paused.state));
+    expect(done.finalOutput).toBe('Credited.');
+    expect(billing.credits.map((c) => c.key)).toEqual([key]);
+    expect((await ledger.store.runs.getApproval('acme', key))?.status).toBe('consumed');
+  });
+});
