@@ -6,10 +6,9 @@ import type {
   LanguageModelV3StreamResult,
 } from '@ai-sdk/provider';
 import { wrapLanguageModel } from 'ai';
-import { executeToolCall, type Ledger, type ToolCallOutcome } from '../../calls/index.js';
+import { executeToolCall, type ToolCallOutcome } from '../../calls/index.js';
 import { OncelyError, isOncelyError } from '../../errors/index.js';
 import type { JsonValue } from '../../ledger/index.js';
-import type { LoopStep } from '../../store/index.js';
 import { assertTool, type Tool } from '../../tools/index.js';
 import {
   IdMinter,
@@ -24,19 +23,12 @@ import {
   type RecordedResponse,
 } from './recorded-response.js';
 import { modelProblem } from '../../models/model-version.js';
+import type { LoopStep } from '../../store/index.js';
+import { LoopRun, type LoopRunOptions } from '../loop-run.js';
 import { heardRejected } from '../../runs/heard.js';
 import { aiSdkTool, heardOf } from './guarded-tool.js';
 
-export interface DurableLoopOptions {
-  /** The ledger the loop's calls are guarded by (`openLedger(url)`); its store keeps the model's responses too. */
-  readonly ledger: Ledger;
-  readonly tenantId: string;
-  /**
-   * The run this loop is: the same id after a restart continues it (the same model responses, the
-   * same keys). 1-200 characters, no `:` (keys are `<runId>:<toolCallId>`).
-   */
-  readonly runId: string;
-}
+export type DurableLoopOptions = LoopRunOptions;
 
 /** Why a loop stopped before the model could be asked again: a call nobody knows the outcome of, or one waiting for approval. */
 export type LoopStop = OncelyError;
@@ -56,32 +48,9 @@ export type LoopStop = OncelyError;
  *     stopWhen: stepCountIs(8), prompt: 'Refund order 42' }),
  * );
  */
-export class DurableLoop {
-  readonly ledger: Ledger;
-  readonly tenantId: string;
-  readonly runId: string;
-  /** The tool call ids of the responses this loop recorded or replayed: the only ones its tools run. */
-  readonly #minted = new Set<string>();
+export class DurableLoop extends LoopRun {
   /** What a tool's outcome tells the model, by tool call id, when it is not the tool's own result. */
   readonly #heard = new Map<string, { type: 'json' | 'error-json'; value: JsonValue }>();
-  #stop: LoopStop | undefined;
-
-  constructor(options: DurableLoopOptions) {
-    if (!/^[^:\s]{1,200}$/.test(options.runId)) {
-      throw new OncelyError(
-        'RUN_INPUT_INVALID',
-        `runId "${options.runId}" is not valid: use 1-200 characters, no ":" and no spaces`,
-      );
-    }
-    this.ledger = options.ledger;
-    this.tenantId = options.tenantId;
-    this.runId = options.runId;
-  }
-
-  /** Why the loop stopped, once it has: the model will not be asked again until it is settled. */
-  get stopped(): LoopStop | undefined {
-    return this.#stop;
-  }
 
   /** The model, wrapped so each response is recorded before its tools run and replayed after a restart. */
   model(model: LanguageModelV3): LanguageModelV3 {
@@ -107,21 +76,6 @@ export class DurableLoop {
     return set;
   }
 
-  /**
-   * Runs the application's loop and throws if it stopped: an unknown call (`RUN_CALL_UNKNOWN`) or a
-   * call waiting for approval (`APPROVAL_REQUIRED`), even when the AI SDK ended the loop itself.
-   */
-  async run<T>(loop: () => Promise<T>): Promise<T> {
-    const value = await loop();
-    if (this.#stop !== undefined) throw this.#stop;
-    return value;
-  }
-
-  /** The model responses recorded for this run, in order. */
-  steps(): Promise<LoopStep[]> {
-    return this.ledger.store.loopSteps.list(this.tenantId, this.runId);
-  }
-
   #middleware(): LanguageModelV3Middleware {
     return {
       specificationVersion: 'v3',
@@ -143,7 +97,7 @@ export class DurableLoop {
 
   /** Refuses a model call once the loop stopped; else the response recorded for this step, if any. */
   async #standing(params: LanguageModelV3CallOptions): Promise<RecordedResponse | undefined> {
-    if (this.#stop !== undefined) throw this.#stop;
+    this.assertGoing();
     const step = await this.ledger.store.loopSteps.get(this.tenantId, this.runId, stepOf(params.prompt));
     if (step === undefined) return undefined;
     return this.#replayable(step, promptDigest(params.prompt));
@@ -179,7 +133,7 @@ export class DurableLoop {
     }
     const recorded = step.response as unknown as RecordedResponse;
     for (const part of recorded.content) {
-      if (part.type === 'tool-call' && part.providerExecuted !== true) this.#minted.add(part.toolCallId);
+      if (part.type === 'tool-call' && part.providerExecuted !== true) this.minted.add(part.toolCallId);
     }
     return recorded;
   }
@@ -230,15 +184,7 @@ export class DurableLoop {
     toolCallId: string,
     signal: AbortSignal | undefined,
   ): Promise<unknown> {
-    if (!this.#minted.has(toolCallId)) {
-      throw this.#stopWith(
-        new OncelyError(
-          'LOOP_CALL_NOT_MINTED',
-          `tool call ${toolCallId} of "${tool.name}" did not come through loop.model(...): its id is the provider's, ` +
-            'which a restart would not give again; pass the model as loop.model(yourModel)',
-        ),
-      );
-    }
+    if (!this.minted.has(toolCallId)) throw this.notMinted(tool, toolCallId, 'loop.model(...)');
     let outcome: ToolCallOutcome;
     try {
       outcome = await executeToolCall(
@@ -249,7 +195,7 @@ export class DurableLoop {
         signal === undefined ? {} : { signal },
       );
     } catch (error) {
-      if (isOncelyError(error, 'APPROVAL_REQUIRED')) this.#stopWith(error);
+      if (isOncelyError(error, 'APPROVAL_REQUIRED')) this.stopWith(error);
       if (isOncelyError(error, 'APPROVAL_REJECTED')) {
         const told = heardRejected(error.message);
         this.#heard.set(toolCallId, { type: told.type, value: told.value });
@@ -258,37 +204,11 @@ export class DurableLoop {
       throw error;
     }
     const heard = heardOf(outcome);
-    if (heard === undefined) throw this.#stopWith(unknownCallError(outcome, tool, this.runId));
+    if (heard === undefined) throw this.unknownCall(outcome, tool);
     if (heard.kind === 'result') return heard.value;
     this.#heard.set(toolCallId, { type: heard.type, value: heard.value });
     return heard.value;
   }
-
-  #stopWith(error: OncelyError): OncelyError {
-    this.#stop ??= error;
-    return error;
-  }
-}
-
-/**
- * The loop's stop on an unknown call. While the call's last attempt may still land (a process that
- * died mid call, whose attempt has not timed out yet), `details.retryAt` says when running the loop
- * again can ask the reconcile hook; `null` when only a settlement can move it.
- */
-function unknownCallError(outcome: ToolCallOutcome, tool: Tool, runId: string): OncelyError {
-  const key = outcome.record.idempotencyKey;
-  const waiting = outcome.status === 'unknown' ? outcome.waiting : undefined;
-  const retryAt = waiting?.retryAt ?? null;
-  const later =
-    retryAt === null
-      ? ''
-      : ` Its last attempt may still land until ${retryAt}; running the loop again after that asks its reconcile hook.`;
-  return new OncelyError(
-    'RUN_CALL_UNKNOWN',
-    `tool call ${key} (${tool.name}) may or may not have taken effect; the loop stopped and the model was not told.${later} ` +
-      `Settle it (its reconcile hook, or \`oncely executions resolve ${key} --status completed|failed --reason ...\`), then run the loop again`,
-    { details: { idempotencyKey: key, tool: tool.name, runId, retryAt } },
-  );
 }
 
 /** Starts (or, with the same `runId`, continues) a durable loop. */

@@ -8,7 +8,7 @@ import {
   type ModelResponse,
   type StreamEvent,
 } from '@openai/agents-core';
-import { approvalOf, executeToolCall, prepareCall, type Ledger } from '../../calls/index.js';
+import { approvalOf, executeToolCall, prepareCall } from '../../calls/index.js';
 import { OncelyError, isOncelyError } from '../../errors/index.js';
 import { canonicalJson, type JsonValue } from '../../ledger/index.js';
 import { heardRejected } from '../../runs/heard.js';
@@ -16,6 +16,7 @@ import { mintToolCallId } from '../../runs/messages.js';
 import type { LoopStep } from '../../store/index.js';
 import { assertTool, type Tool } from '../../tools/index.js';
 import { heardOf } from '../ai-sdk/guarded-tool.js';
+import { LoopRun, type LoopRunOptions } from '../loop-run.js';
 import { plainJson } from '../ai-sdk/recorded-response.js';
 
 /*
@@ -26,12 +27,7 @@ import { plainJson } from '../ai-sdk/recorded-response.js';
  * stops the run (the tool's error is not handed to the model) and `run()` throws it.
  */
 
-export interface DurableAgentRunOptions {
-  readonly ledger: Ledger;
-  readonly tenantId: string;
-  /** The same id after a restart continues the run; 1-200 characters, no `:`. */
-  readonly runId: string;
-}
+export type DurableAgentRunOptions = LoopRunOptions;
 
 /** A model response as the store keeps it (plain JSON; usage rebuilt as the SDK's Usage on replay). */
 interface RecordedAgentResponse {
@@ -43,30 +39,7 @@ interface RecordedAgentResponse {
 
 type AnyItem = { readonly type?: string; readonly callId?: string } & Record<string, unknown>;
 
-export class DurableAgentRun {
-  readonly ledger: Ledger;
-  readonly tenantId: string;
-  readonly runId: string;
-  readonly #minted = new Set<string>();
-  #stop: OncelyError | undefined;
-
-  constructor(options: DurableAgentRunOptions) {
-    if (!/^[^:\s]{1,200}$/.test(options.runId)) {
-      throw new OncelyError(
-        'RUN_INPUT_INVALID',
-        `runId "${options.runId}" is not valid: use 1-200 characters, no ":" and no spaces`,
-      );
-    }
-    this.ledger = options.ledger;
-    this.tenantId = options.tenantId;
-    this.runId = options.runId;
-  }
-
-  /** Why the run stopped, once it has (an unknown call, or one waiting for an operator's approval). */
-  get stopped(): OncelyError | undefined {
-    return this.#stop;
-  }
-
+export class DurableAgentRun extends LoopRun {
   /** The model, wrapped: each response recorded before its function calls run, replayed after a restart. */
   model(model: Model): Model {
     return {
@@ -104,26 +77,9 @@ export class DurableAgentRun {
     });
   }
 
-  /** Runs the agent (your `run(agent, input)` call) and throws why it stopped, if it did. */
-  async run<T>(drive: () => Promise<T>): Promise<T> {
-    let value: T;
-    try {
-      value = await drive();
-    } catch (error) {
-      throw this.#stop ?? error;
-    }
-    if (this.#stop !== undefined) throw this.#stop;
-    return value;
-  }
-
-  /** The recorded model responses of the run, in order. */
-  steps(): Promise<LoopStep[]> {
-    return this.ledger.store.loopSteps.list(this.tenantId, this.runId);
-  }
-
   /** The response recorded for this conversation, if any; refuses once the run stopped. */
   async #standing(request: ModelRequest): Promise<RecordedAgentResponse | undefined> {
-    if (this.#stop !== undefined) throw this.#stop;
+    this.assertGoing();
     const digest = inputDigest(request.input);
     const steps = await this.steps();
     const same = steps.find((s) => s.promptDigest === digest);
@@ -154,7 +110,7 @@ export class DurableAgentRun {
   #replayable(step: LoopStep): RecordedAgentResponse {
     const recorded = step.response as unknown as RecordedAgentResponse;
     for (const item of recorded.output as unknown as AnyItem[]) {
-      if (item.type === 'function_call' && typeof item.callId === 'string') this.#minted.add(item.callId);
+      if (item.type === 'function_call' && typeof item.callId === 'string') this.minted.add(item.callId);
     }
     return recorded;
   }
@@ -210,15 +166,8 @@ export class DurableAgentRun {
   }
 
   async #execute(tool: Tool, input: unknown, callId: string | undefined): Promise<unknown> {
-    if (callId === undefined || !this.#minted.has(callId)) {
-      throw this.#stopWith(
-        new OncelyError(
-          'LOOP_CALL_NOT_MINTED',
-          `a call of "${tool.name}" did not come through run.model(...): its id is the provider's, which a restart ` +
-            'would not give again; give the agent its model as run.model(yourModel)',
-        ),
-      );
-    }
+    if (callId === undefined || !this.minted.has(callId))
+      throw this.notMinted(tool, callId, 'run.model(...)');
     try {
       const outcome = await executeToolCall(this.ledger, tool, input, {
         tenantId: this.tenantId,
@@ -226,29 +175,13 @@ export class DurableAgentRun {
         toolCallId: callId,
       });
       const heard = heardOf(outcome);
-      if (heard === undefined) {
-        const key = outcome.record.idempotencyKey;
-        const retryAt = outcome.status === 'unknown' ? (outcome.waiting?.retryAt ?? null) : null;
-        throw this.#stopWith(
-          new OncelyError(
-            'RUN_CALL_UNKNOWN',
-            `tool call ${key} (${tool.name}) may or may not have taken effect; the run stopped and the model was not told. ` +
-              `Settle it (its reconcile hook, or \`oncely executions resolve ${key} --status completed|failed --reason ...\`), then run again`,
-            { details: { idempotencyKey: key, tool: tool.name, runId: this.runId, retryAt } },
-          ),
-        );
-      }
+      if (heard === undefined) throw this.unknownCall(outcome, tool);
       return heard.value;
     } catch (error) {
       if (isOncelyError(error, 'APPROVAL_REJECTED')) return heardRejected(error.message).value;
-      if (isOncelyError(error, 'APPROVAL_REQUIRED')) throw this.#stopWith(error);
+      if (isOncelyError(error, 'APPROVAL_REQUIRED')) throw this.stopWith(error);
       throw error;
     }
-  }
-
-  #stopWith(error: OncelyError): OncelyError {
-    this.#stop ??= error;
-    return error;
   }
 }
 
