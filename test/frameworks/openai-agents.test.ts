@@ -1,4 +1,12 @@
-import { Agent, Runner, Usage, type Model, type ModelRequest, type ModelResponse } from '@openai/agents-core';
+import {
+  Agent,
+  Runner,
+  Usage,
+  type Model,
+  type ModelRequest,
+  type ModelResponse,
+  type StreamEvent,
+} from '@openai/agents-core';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import {
@@ -140,6 +148,46 @@ describe.each(STORE_KINDS)('oncely/openai-agents on %s', (kind) => {
     expect(model.asked).toBe(1);
     const key = (stopped as { details: { idempotencyKey: string } }).details.idempotencyKey;
     expect((await ledger.store.ledger.get('acme', key))?.status).toBe('indeterminate');
+  });
+
+  it('streams: records the completed response before its calls run, and replays it as a stream', async () => {
+    const billing = new Billing();
+    const tool = creditTool(billing);
+    let streamed = 0;
+    const responses: Output[] = [[creditCall('p1', 2500)], [say('Done.')]];
+    const model: Model = {
+      getResponse: () => Promise.reject(new Error('streamed only')),
+      async *getStreamedResponse() {
+        const output = responses[streamed];
+        streamed += 1;
+        if (output === undefined) throw new Error('no more responses');
+        await Promise.resolve();
+        yield { type: 'response_started' } as StreamEvent;
+        yield {
+          type: 'response_done',
+          response: {
+            id: `resp_${streamed}`,
+            usage: { requests: 1, inputTokens: 5, outputTokens: 1, totalTokens: 6 },
+            output,
+          },
+        } as StreamEvent;
+      },
+    };
+    const drive = async () => {
+      const run = durableAgentRun({ ledger, tenantId: 'acme', runId: 'agents-5' });
+      const result = await run.run(async () => {
+        const streamedRun = await runner.run(agentOf(run, model, tool), 'Refund', { stream: true });
+        await streamedRun.completed;
+        return streamedRun;
+      });
+      return result.finalOutput;
+    };
+    expect(await drive()).toBe('Done.');
+    expect(billing.credits).toHaveLength(1);
+    expect(billing.credits[0]?.key).toMatch(/^agents-5:call_[0-9a-f]{16}$/);
+    expect(await drive()).toBe('Done.'); // a restart: replayed, the model not asked, no second credit
+    expect(streamed).toBe(2);
+    expect(billing.credits).toHaveLength(1);
   });
 
   it("maps an oncely approval to the SDK's interruption: nothing runs until an operator approves", async () => {
