@@ -162,7 +162,7 @@ describe.each(STORE_KINDS)('oncely/openai-agents on %s', (kind) => {
         streamed += 1;
         if (output === undefined) throw new Error('no more responses');
         await Promise.resolve();
-        yield { type: 'response_started' } as StreamEvent;
+        yield { type: 'response_started' };
         yield {
           type: 'response_done',
           response: {
