@@ -98,6 +98,21 @@ describe('docs stay true to the code', () => {
     }
   });
 
+  it('every entry the package exports is mapped to its source for the type checker, and to the built file', () => {
+    const manifest = JSON.parse(read('package.json')) as { exports: Record<string, { import?: string }> };
+    const tsconfig = JSON.parse(read('tsconfig.json')) as {
+      compilerOptions: { paths: Record<string, string[]> };
+    };
+    const entries = Object.entries(manifest.exports).filter(([subpath]) => subpath !== './package.json');
+    const mapped = Object.fromEntries(
+      entries.map(([subpath, target]) => [
+        subpath === '.' ? 'oncely' : `oncely/${subpath.slice(2)}`,
+        [target.import?.replace(/^\.\/dist\//, './src/').replace(/\.js$/, '.ts')],
+      ]),
+    );
+    expect(tsconfig.compilerOptions.paths).toEqual(mapped);
+  });
+
   it('docs/drills.md lists exactly the crash points of the code', () => {
     const rows = [...read('docs/drills.md').matchAll(/^\|\s*`([a-z]+\.[a-z-]+)`\s*\|/gm)].map((m) => m[1]);
     expect(rows).toEqual([...CRASH_POINTS]);
