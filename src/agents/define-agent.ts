@@ -1,4 +1,4 @@
-import type { LanguageModelV3 } from '@ai-sdk/provider';
+import type { OncelyLanguageModel } from '../models/ai-runtime.js';
 import { modelProblem } from '../models/model-version.js';
 import { z } from 'zod/v4';
 import { OncelyError } from '../errors/index.js';
@@ -12,7 +12,7 @@ export interface AgentDefinition {
   /** 1-64 of `A-Z a-z 0-9 _ . -`; runs name their agent by it. */
   readonly name: string;
   readonly instructions: string;
-  readonly model: LanguageModelV3;
+  readonly model: OncelyLanguageModel;
   readonly tools: readonly Tool[];
   readonly toolPolicy?: { readonly onIndeterminate?: OnIndeterminate };
   /** Model calls per run before it fails with `RUN_MAX_STEPS`; default 20. */
@@ -29,7 +29,7 @@ export interface AgentDefinition {
 export interface Agent {
   readonly name: string;
   readonly instructions: string;
-  readonly model: LanguageModelV3;
+  readonly model: OncelyLanguageModel;
   readonly tools: readonly Tool[];
   readonly toolPolicy: { readonly onIndeterminate: OnIndeterminate };
   readonly maxSteps: number;

@@ -1,6 +1,6 @@
 import { readFile } from 'node:fs/promises';
 import { dirname, resolve } from 'node:path';
-import type { LanguageModelV3 } from '@ai-sdk/provider';
+import type { OncelyLanguageModel } from '../models/ai-runtime.js';
 import { defineAgent, type Agent } from '../agents/index.js';
 import { isOncelyError, OncelyError } from '../errors/index.js';
 import { createModel, type ModelConfig } from '../models/index.js';
@@ -206,8 +206,8 @@ async function createModels(
   doc: ConfigDocument,
   env: Env,
   baseDir: string,
-): Promise<Map<string, LanguageModelV3>> {
-  const models = new Map<string, LanguageModelV3>();
+): Promise<Map<string, OncelyLanguageModel>> {
+  const models = new Map<string, OncelyLanguageModel>();
   for (const [key, config] of Object.entries(doc.models ?? {})) {
     try {
       models.set(key, await createModel(config, env, { baseDir }));
@@ -226,7 +226,7 @@ async function createModels(
 function buildAgents(
   source: ConfigSource,
   doc: ConfigDocument,
-  models: Map<string, LanguageModelV3>,
+  models: Map<string, OncelyLanguageModel>,
   tools: Map<string, Tool>,
 ): Map<string, Agent> {
   const agents = new Map<string, Agent>();
@@ -239,7 +239,7 @@ function buildAgents(
         defineAgent({
           name: agent.name,
           instructions: agent.instructions,
-          model: models.get(agent.model) as LanguageModelV3, // checked by referenceProblems
+          model: models.get(agent.model) as OncelyLanguageModel, // checked by referenceProblems
           tools: (agent.tools ?? []).map((name) => tools.get(name) as Tool),
           ...(onIndeterminate === undefined ? {} : { toolPolicy: { onIndeterminate } }),
           ...(agent.max_steps === undefined ? {} : { maxSteps: agent.max_steps }),

@@ -1,12 +1,11 @@
 import type {
-  LanguageModelV3,
   LanguageModelV3CallOptions,
   LanguageModelV3Content,
   LanguageModelV3GenerateResult,
 } from '@ai-sdk/provider';
 import { APICallError } from '@ai-sdk/provider';
 import type { JSONSchema7, LanguageModelUsage, ModelMessage, ToolSet } from 'ai';
-import { aiRuntime, type AiRuntime } from './ai-runtime.js';
+import { aiRuntime, type AiRuntime, type DescribedTools, type OncelyLanguageModel } from './ai-runtime.js';
 import { OncelyError, isOncelyError } from '../errors/index.js';
 import type { Tool } from '../tools/index.js';
 import { ModelPrompt } from './model-prompt.js';
@@ -62,7 +61,8 @@ export interface ModelTurn {
 }
 
 export interface CallModelOptions {
-  readonly model: LanguageModelV3;
+  /** A model of the AI SDK installed (6: specification v3; 7: v3 or v4). */
+  readonly model: OncelyLanguageModel;
   readonly system?: string;
   /** The conversation so far, in the AI SDK's JSON form (as stored in the run's checkpoint). */
   readonly messages: ModelMessage[];
@@ -105,8 +105,8 @@ export async function callModel(options: CallModelOptions): Promise<ModelTurn> {
   const signals = [options.signal, timeout].filter((s): s is AbortSignal => s !== undefined);
   const signal = signals.length === 0 ? undefined : AbortSignal.any(signals);
   try {
-    const { model } = options;
     const sdk = await aiRuntime();
+    const model = sdk.driven(options.model);
     const prompt = await (options.prompt ?? new ModelPrompt()).of(
       model,
       options.system,
@@ -144,18 +144,15 @@ export async function callModel(options: CallModelOptions): Promise<ModelTurn> {
 }
 
 /** The tools as the provider takes them (description and JSON Schema), made once per tool list. */
-type DescribedTools = ReturnType<AiRuntime['internal']['prepareToolsAndToolChoice']>;
-const describedTools = new WeakMap<readonly Tool[], DescribedTools>();
+const describedTools = new WeakMap<readonly Tool[], Promise<DescribedTools>>();
 
-function providerTools(sdk: AiRuntime, tools: readonly Tool[]): DescribedTools {
+function providerTools(sdk: AiRuntime, tools: readonly Tool[]): Promise<DescribedTools> {
   let described = describedTools.get(tools);
   if (described === undefined) {
-    described = sdk.internal.prepareToolsAndToolChoice({
-      tools: toolSet(sdk, tools),
-      toolChoice: undefined,
-      activeTools: undefined,
-    });
+    described = sdk.describeTools(toolSet(sdk, tools));
     describedTools.set(tools, described);
+    // A failure is not kept: the next call describes the tools again.
+    void described.catch(() => describedTools.delete(tools));
   }
   return described;
 }
@@ -256,7 +253,7 @@ function usageOf(usage: LanguageModelUsage): ModelUsage | undefined {
   return Object.keys(picked).length > 0 ? picked : undefined;
 }
 
-function callFailed({ ai }: AiRuntime, model: LanguageModelV3, error: unknown): OncelyError {
+function callFailed({ ai }: AiRuntime, model: OncelyLanguageModel, error: unknown): OncelyError {
   const name = `${model.provider}/${model.modelId}`;
   if (ai.RetryError.isInstance(error)) {
     return new OncelyError(

@@ -88,14 +88,10 @@ async function convert(
   wellFormed: (message: ModelMessage) => boolean,
   signal: AbortSignal | undefined,
 ): Promise<LanguageModelV3Message[]> {
-  const { standardizePrompt, convertToLanguageModelPrompt } = (await aiRuntime()).internal;
+  const sdk = await aiRuntime();
   const unchecked = messages.filter((m) => !wellFormed(m));
-  // The SDK's check throws for a bad message (and for an empty conversation).
-  if (unchecked.length > 0 || messages.length === 0) await standardizePrompt({ messages: unchecked });
-  return convertToLanguageModelPrompt({
-    prompt: { system: undefined, messages },
-    supportedUrls: await model.supportedUrls,
-    download: undefined,
-    ...(signal === undefined ? {} : { abortSignal: signal }),
-  });
+  // The SDK's schema check throws for a bad message (and for an empty conversation).
+  if (unchecked.length > 0 || messages.length === 0)
+    await sdk.checkMessages(messages.length === 0 ? [] : unchecked);
+  return sdk.convertMessages(model, messages, signal);
 }

@@ -1,6 +1,6 @@
 import { readFile } from 'node:fs/promises';
 import { resolve } from 'node:path';
-import type { LanguageModelV3 } from '@ai-sdk/provider';
+import type { OncelyLanguageModel } from './ai-runtime.js';
 import type { z } from 'zod/v4';
 import { OncelyError } from '../errors/index.js';
 import { modelConfigSchema, scriptStepsSchema, type ModelConfig } from './model-config.js';
@@ -27,7 +27,7 @@ export async function createModel(
   config: ModelConfig,
   env: Env = process.env,
   options: CreateModelOptions = {},
-): Promise<LanguageModelV3> {
+): Promise<OncelyLanguageModel> {
   const parsed = modelConfigSchema.safeParse(config);
   if (!parsed.success) throw invalid(`model configuration is not valid: ${issuesText(parsed.error)}`);
   const c = parsed.data;
@@ -99,7 +99,7 @@ function headersOf(c: NetworkModel, env: Env): { headers?: Record<string, string
  * The model with the configured call settings as its defaults (temperature, max output tokens,
  * provider options); a call that sets one itself wins.
  */
-async function withSettings(model: LanguageModelV3, c: NetworkModel): Promise<LanguageModelV3> {
+async function withSettings(model: OncelyLanguageModel, c: NetworkModel): Promise<OncelyLanguageModel> {
   const settings = {
     ...(c.temperature === undefined ? {} : { temperature: c.temperature }),
     ...(c.max_output_tokens === undefined ? {} : { maxOutputTokens: c.max_output_tokens }),

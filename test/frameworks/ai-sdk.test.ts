@@ -1,5 +1,6 @@
 import type {
   LanguageModelV3Content,
+  LanguageModelV3Prompt,
   LanguageModelV3GenerateResult,
   LanguageModelV3StreamPart,
 } from '@ai-sdk/provider';
@@ -223,12 +224,14 @@ describe.each(STORE_KINDS)('oncely/ai-sdk durable loop on %s', (kind) => {
         prompt: 'Refund',
       }),
     );
-    const toolMessage = result.response.messages.find((m) => m.role === 'tool');
-    const output = (
-      toolMessage?.content as unknown as {
-        output: { type: string; value: { status: string; note: string } };
-      }[]
-    )[0]?.output;
+    // What the model heard: the tool result in the prompt of its second call.
+    const heard = (prompt: LanguageModelV3Prompt | undefined) =>
+      prompt
+        ?.flatMap((m) => (m.role === 'tool' ? m.content : []))
+        .flatMap((p) => (p.type === 'tool-result' ? [p.output] : []));
+    const output = heard(model.doGenerateCalls[1]?.prompt)?.[0] as
+      | { type: string; value: { status: string; note: string } }
+      | undefined;
     expect(output?.type).toBe('error-json');
     expect(output?.value.status).toBe('not_attempted');
     expect(output?.value.note).toMatch(/did not take effect/);
@@ -243,7 +246,9 @@ describe.each(STORE_KINDS)('oncely/ai-sdk durable loop on %s', (kind) => {
       }),
     );
     expect(replay.response.messages).toEqual(result.response.messages);
+    expect(replay.steps.map((step) => step.content)).toEqual(result.steps.map((step) => step.content));
     expect(replay.text).toBe('Sorry.');
+    expect(model.doGenerateCalls).toHaveLength(2); // the replay asked nothing
   });
 
   it('refuses a restart whose conversation is not the one recorded (LOOP_DIVERGED)', async () => {
@@ -365,7 +370,7 @@ describe('oncely/ai-sdk: the model', () => {
     try {
       const loop = durableLoop({ ledger, tenantId: 'acme', runId: 'r1' });
       const v2 = { specificationVersion: 'v2', provider: 'p', modelId: 'm', doGenerate: () => undefined };
-      expect(() => loop.model(v2 as never)).toThrow(/specification v2 \(AI SDK 5\).*install ai@6/);
+      expect(() => loop.model(v2 as never)).toThrow(/specification v2 \(AI SDK 5\).*install a provider/);
     } finally {
       await ledger.close();
       await opened.cleanup();

@@ -3,14 +3,23 @@ import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { installedAiMajor } from '../../src/models/ai-runtime.js';
 import { ROOT, waitFor } from '../support/processes.js';
 import { STORE_KINDS, openTestStore, type OpenedStore } from '../support/stores.js';
 
+const AI_SDK = installedAiMajor() ?? 6;
+
 /** Processes driving their own agent loop: the AI SDK's generateText, and OpenAI Agents JS's run. */
 const FIXTURES = [
-  ['an AI SDK loop', join(ROOT, 'test/frameworks/fixtures/ai-sdk-refund.ts')],
+  [`an AI SDK ${AI_SDK} loop`, join(ROOT, 'test/frameworks/fixtures/ai-sdk-refund.ts')],
   ['an OpenAI Agents run', join(ROOT, 'test/frameworks/fixtures/agents-refund.ts')],
 ] as const;
+
+/** The model specification each fixture's model is of: the AI SDK loop's, the newest its SDK has. */
+const SPECIFICATION: Readonly<Record<string, string | undefined>> = {
+  [FIXTURES[0][1]]: AI_SDK >= 7 ? 'v4' : 'v3',
+  [FIXTURES[1][1]]: undefined,
+};
 
 interface Loop {
   readonly output: () => string;
@@ -88,7 +97,9 @@ describe.each(
     expect(credits).toHaveLength(1);
     expect(credits[0]?.key).toMatch(/^refund-crash-1:call_[0-9a-f]{16}$/);
     // Step 0 was asked once, before the kill; the restart replayed it and asked only step 1.
-    expect(lines<{ step: number }>(env.MODEL_LOG).map((m) => m.step)).toEqual([0, 1]);
+    const asked = lines<{ step: number; specification?: string }>(env.MODEL_LOG);
+    expect(asked.map((m) => m.step)).toEqual([0, 1]);
+    expect(asked.map((m) => m.specification)).toEqual([SPECIFICATION[fixture], SPECIFICATION[fixture]]);
     const record = await opened.store.ledger.get('acme', credits[0]!.key);
     expect(record?.status).toBe('completed');
     expect(record?.settledBy?.kind).toBe('reconcile');

@@ -11,6 +11,7 @@ import {
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { installedAiMajor } from '../../src/models/ai-runtime.js';
 import { ROOT } from '../support/processes.js';
 
 /*
@@ -20,6 +21,8 @@ import { ROOT } from '../support/processes.js';
  */
 
 const NPM = process.platform === 'win32' ? 'npm.cmd' : 'npm';
+/** The AI SDK the consumer installs beside oncely: the generation this checkout runs (6, or 7 in CI's Node 24 leg). */
+const AI_SDK = installedAiMajor() ?? 6;
 const run = (cmd: string, args: string[], cwd: string): string =>
   execFileSync(cmd, args, { cwd, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'], maxBuffer: 64 << 20 });
 
@@ -61,7 +64,16 @@ describe('the published package', () => {
     run(NPM, ['init', '-y'], project); // a default project: CommonJS
     run(
       NPM,
-      ['install', tarball, 'ai@6', 'zod@4', '--engine-strict', '--no-audit', '--no-fund', '--prefer-offline'],
+      [
+        'install',
+        tarball,
+        `ai@${AI_SDK}`,
+        'zod@4',
+        '--engine-strict',
+        '--no-audit',
+        '--no-fund',
+        '--prefer-offline',
+      ],
       project,
     );
   }, 600_000);
@@ -124,6 +136,48 @@ describe('the published package', () => {
       console.log('ok');`;
     writeFileSync(join(project, 'subpaths.mjs'), subpaths);
     expect(run(process.execPath, ['subpaths.mjs'], project).trim()).toBe('ok');
+  });
+
+  it(`guards an AI SDK ${AI_SDK} loop with the installed package: one credit, replayed after a restart`, () => {
+    // The newest model specification the installed SDK has a mock of (v4 under AI SDK 7).
+    const loop = `
+      import { generateText, stepCountIs } from 'ai';
+      import * as sdkTest from 'ai/test';
+      import { z } from 'zod';
+      import { defineTool, external, openLedger } from 'oncely';
+      import { durableLoop } from 'oncely/ai-sdk';
+      const Mock = sdkTest.MockLanguageModelV4 ?? sdkTest.MockLanguageModelV3;
+      const usage = { inputTokens: { total: 1, noCache: 1 }, outputTokens: { total: 1, text: 1 } };
+      const answers = () => [
+        { content: [{ type: 'tool-call', toolCallId: 'p1', toolName: 'issue_credit', input: '{"amountCents":2500}' }],
+          finishReason: { unified: 'tool-calls', raw: 'tool_calls' }, usage, warnings: [] },
+        { content: [{ type: 'text', text: 'Done.' }], finishReason: { unified: 'stop', raw: 'stop' }, usage, warnings: [] },
+      ];
+      const credits = [];
+      const issueCredit = defineTool({
+        name: 'issue_credit', description: 'Credit', effect: external(),
+        input: z.object({ amountCents: z.number().int() }),
+        execute: ({ amountCents }, ctx) => { credits.push(ctx.idempotencyKey); return { amountCents }; },
+      });
+      const ledger = await openLedger('sqlite:' + process.argv[2]);
+      const texts = [];
+      for (let restart = 0; restart < 2; restart++) {
+        const script = answers();
+        const model = new Mock({ doGenerate: async () => script.shift() });
+        const loop = durableLoop({ ledger, tenantId: 'acme', runId: 'r1' });
+        const result = await loop.run(() => generateText({
+          model: loop.model(model), tools: loop.tools([issueCredit]), stopWhen: stepCountIs(3), prompt: 'Refund',
+        }));
+        texts.push(result.text);
+      }
+      await ledger.close();
+      console.log(Mock.name, texts.join(','), credits.length);
+    `;
+    writeFileSync(join(project, 'loop.mjs'), loop);
+    const mock = AI_SDK >= 7 ? 'MockLanguageModelV4' : 'MockLanguageModelV3';
+    expect(run(process.execPath, ['loop.mjs', join(dir, 'loop.db')], project).trim()).toBe(
+      `${mock} Done.,Done. 1`,
+    );
   });
 
   it('is required from CommonJS, in a default npm init project', () => {
@@ -190,5 +244,21 @@ export async function resolve(specifier, context, next) {
     ]) {
       expect(packages.has(heavy), `${heavy} is loaded by import('oncely')`).toBe(false);
     }
+  });
+
+  // Last: it changes the consumer's zod.
+  it('installs and runs beside zod 3 (3.25, which carries zod/v4) at the project root', () => {
+    run(NPM, ['install', 'zod@3', '--engine-strict', '--no-audit', '--no-fund', '--prefer-offline'], project);
+    const zod = JSON.parse(readFileSync(join(project, 'node_modules', 'zod', 'package.json'), 'utf8')) as {
+      version: string;
+    };
+    expect(zod.version).toMatch(/^3\.(2[5-9]|[3-9]\d)\./);
+    writeFileSync(
+      join(project, 'quickstart-zod3.mjs'),
+      `import { z } from 'zod';\nimport { defineTool, executeToolCall, external, openLedger } from 'oncely';\n${QUICKSTART}`,
+    );
+    expect(run(process.execPath, ['quickstart-zod3.mjs', join(dir, 'zod3.db')], project).trim()).toBe(
+      'completed completed ledger 1',
+    );
   });
 });

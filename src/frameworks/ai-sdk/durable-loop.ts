@@ -1,5 +1,4 @@
 import type {
-  LanguageModelV3,
   LanguageModelV3CallOptions,
   LanguageModelV3Middleware,
   LanguageModelV3StreamPart,
@@ -23,6 +22,7 @@ import {
   type RecordedResponse,
 } from './recorded-response.js';
 import { modelProblem } from '../../models/model-version.js';
+import type { OncelyLanguageModel } from '../../models/ai-runtime.js';
 import type { LoopStep } from '../../store/index.js';
 import { LoopRun, type LoopRunOptions } from '../loop-run.js';
 import { heardRejected } from '../../runs/heard.js';
@@ -52,12 +52,23 @@ export class DurableLoop extends LoopRun {
   /** What a tool's outcome tells the model, by tool call id, when it is not the tool's own result. */
   readonly #heard = new Map<string, { type: 'json' | 'error-json'; value: JsonValue }>();
 
-  /** The model, wrapped so each response is recorded before its tools run and replayed after a restart. */
-  model(model: LanguageModelV3): LanguageModelV3 {
+  /**
+   * The model, wrapped so each response is recorded before its tools run and replayed after a
+   * restart: a model of the AI SDK installed (6: specification v3; 7: v3 or v4), wrapped by that
+   * SDK's own `wrapLanguageModel` (under AI SDK 7 the result is a v4 model, whatever it wraps).
+   */
+  model(model: OncelyLanguageModel): OncelyLanguageModel {
     const problem = modelProblem(model);
     if (problem !== undefined)
       throw new OncelyError('MODEL_CONFIG_INVALID', `loop.model(): the model ${problem}`);
-    return wrapLanguageModel({ model, middleware: this.#middleware() });
+    // The middleware reads only what specifications v3 and v4 share (text, reasoning, tool calls,
+    // usage): typed for AI SDK 6, it is given as it is to AI SDK 7's wrapLanguageModel too.
+    type Wrapping = Parameters<typeof wrapLanguageModel>[0];
+    return wrapLanguageModel({
+      model,
+      // eslint-disable-next-line @typescript-eslint/no-unnecessary-type-assertion -- needed against AI SDK 7's types
+      middleware: this.#middleware() as unknown as Wrapping['middleware'],
+    });
   }
 
   /** The tools as AI SDK tools, each call run under the ledger (`<runId>:<toolCallId>`). */

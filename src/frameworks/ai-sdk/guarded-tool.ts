@@ -29,7 +29,7 @@ interface GuardedExecution {
 
 /** An oncely tool as an AI SDK tool whose every execution goes through `guarded`. */
 export function aiSdkTool(tool: Tool, guarded: GuardedExecution): AiTool<unknown, unknown> {
-  return aiTool<unknown, unknown>({
+  return aiTool({
     description: tool.description,
     inputSchema: jsonSchema<unknown>(tool.jsonSchema),
     ...(tool.strict ? { strict: true } : {}),

@@ -95,7 +95,7 @@ export function toRecorded(
 export function toGenerateResult(recorded: RecordedResponse): LanguageModelV3GenerateResult {
   const { timestamp, ...response } = recorded.response ?? {};
   return {
-    content: recorded.content,
+    content: recorded.content.map(livePart),
     finishReason: recorded.finishReason,
     usage: recorded.usage,
     ...(recorded.providerMetadata === undefined ? {} : { providerMetadata: recorded.providerMetadata }),
@@ -113,7 +113,7 @@ export function toStreamParts(recorded: RecordedResponse): LanguageModelV3Stream
     ...response,
     ...(timestamp === undefined ? {} : { timestamp: new Date(timestamp) }),
   });
-  recorded.content.forEach((part, i) => {
+  recorded.content.map(livePart).forEach((part, i) => {
     const id = String(i);
     const meta = part.providerMetadata === undefined ? {} : { providerMetadata: part.providerMetadata };
     if (part.type === 'text') {
@@ -171,13 +171,6 @@ export class StreamCollector {
         if (open !== undefined) open.text += part.delta;
         return;
       }
-      case 'tool-call':
-      case 'tool-result':
-      case 'tool-approval-request':
-      case 'file':
-      case 'source':
-        this.content.push(part);
-        return;
       case 'response-metadata': {
         this.response = {
           ...(part.id === undefined ? {} : { id: part.id }),
@@ -190,10 +183,24 @@ export class StreamCollector {
         this.finish = part;
         return;
       default:
+        // A part that is content as it comes (a tool call, a file, a source; AI SDK 7's custom parts
+        // and reasoning files): kept whole, in order.
+        if (CONTENT_PARTS.has(part.type)) this.content.push(part as LanguageModelV3Content);
         return;
     }
   }
 }
+
+/** The stream parts that are content parts as they are (specifications v3 and v4). */
+const CONTENT_PARTS: ReadonlySet<string> = new Set([
+  'tool-call',
+  'tool-result',
+  'tool-approval-request',
+  'file',
+  'source',
+  'custom',
+  'reasoning-file',
+]);
 
 /**
  * The digest of the conversation a model call answers: its messages without the system ones (a system
@@ -214,6 +221,21 @@ export function stepOf(prompt: LanguageModelV3CallOptions['prompt']): number {
 function plainPart(part: LanguageModelV3Content): LanguageModelV3Content {
   if (part.type === 'file' && part.data instanceof Uint8Array) {
     return { ...part, data: Buffer.from(part.data).toString('base64') };
+  }
+  return part;
+}
+
+/**
+ * A recorded part as the model gave it: a file of AI SDK 7 (specification v4) given by URL gets its
+ * `URL` back (the store keeps its text). Binary data stays base64, which both specifications take.
+ */
+function livePart(part: LanguageModelV3Content): LanguageModelV3Content {
+  if (part.type !== 'file') return part;
+  const data = part.data as unknown;
+  if (typeof data === 'object' && data !== null && (data as { type?: unknown }).type === 'url') {
+    const { url } = data as { url: unknown };
+    if (typeof url === 'string')
+      return { ...part, data: { ...data, url: new URL(url) } } as unknown as LanguageModelV3Content;
   }
   return part;
 }
