@@ -28,6 +28,8 @@ import { reconcileHookOf, reconcileRecord, reportLoss } from './settlement.js';
 export interface CallOptions {
   /** Aborting it aborts the tool's signal; a write in flight then becomes unknown, never failed. */
   readonly signal?: AbortSignal;
+  /** The lease epoch of the run's driver, given to the tool as `ctx.fencingToken`. */
+  readonly fencingToken?: number;
 }
 
 /** How a caller reserves: the ledger's own `reserve`, or one fenced by a run's lease. */
@@ -193,7 +195,7 @@ export async function proceedCall(
   if (reservation === undefined)
     throw new Error(`no reservation came back for ${call.request.idempotencyKey}`);
   if (reservation.kind === 'reserved') {
-    const attempt = await runReserved(ledger, call, reservation.record, options.signal);
+    const attempt = await runReserved(ledger, call, reservation.record, options);
     return { kind: 'executed', call, record: reservation.record, attempt };
   }
   const record = reservation.record;
@@ -267,7 +269,7 @@ async function runReserved(
   ledger: Ledger,
   call: PreparedCall,
   record: ToolExecutionRecord,
-  signal: AbortSignal | undefined,
+  { signal, fencingToken }: CallOptions,
 ): Promise<AttemptOutcome> {
   await crashPoint('tool.after-reserve');
   const { tool } = call;
@@ -282,6 +284,7 @@ async function runReserved(
       toolCallId: record.toolCallId,
       tenantId: record.tenantId,
       attempt: record.attempt,
+      ...(fencingToken === undefined ? {} : { fencingToken }),
     },
     run: async (context) => {
       await crashPoint('tool.before-execute');

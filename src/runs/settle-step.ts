@@ -72,6 +72,7 @@ async function execute(driver: RunDriver, plan: StepPlan): Promise<Map<string, C
     plan.ready.map((call, i) =>
       proceedCall(driver.ledger, call, reservations[i], {
         signal: driver.lease.signal,
+        fencingToken: driver.lease.epoch,
         caller: 'run',
         reserve,
       }),

@@ -18,6 +18,14 @@ export interface ToolContext {
   readonly retry: number;
   /** Aborted on timeout or when the caller gives up: stop sending, and throw. */
   readonly signal: AbortSignal;
+  /**
+   * The lease epoch of the run's driver making this call (a run driven by `oncely worker`,
+   * `runtime.run`): it grows each time another process takes the run over. Send it along, and a
+   * downstream that keeps the highest token seen per run can refuse a request that carries a lower
+   * one — a frozen process's late request after its run was taken over (docs/operations.md).
+   * Undefined for a call outside a run's lease (`executeToolCall`, oncely/ai-sdk, a reconcile hook).
+   */
+  readonly fencingToken?: number;
 }
 
 /** What a reconcile hook found when it looked the key up downstream. It must only read. */

@@ -188,6 +188,28 @@ describe.each(STORES)('recovery and replay on %s', (_name, open) => {
     expect(await store.ledger.get(TENANT, key)).toMatchObject({ status: 'completed', attempt: 2 });
   });
 
+  it("gives the tool the recovering driver's lease epoch as ctx.fencingToken, above the dead worker's", async () => {
+    const downstream = new FakeDownstream();
+    const tokens: (number | undefined)[] = [];
+    const credit = issueCredit(downstream, {
+      reconcile: true,
+      before: (ctx) => void tokens.push(ctx.fencingToken),
+    });
+    const { agent } = scriptedAgent([{ text: 'unused' }, { text: 'Done.' }], [credit]);
+    const runtime = runtimes.open(store, [agent]);
+    const seeded = await seedDeadWorkerStep(runtime, agent.name, [{ tool: credit.tool, input: CREDIT }], {
+      execute: false,
+    });
+    const deadEpoch = (await store.runs.get(TENANT, seeded.runId))?.leaseEpoch ?? 0;
+    expect(deadEpoch).toBeGreaterThan(0);
+
+    expect((await runtime.recover()).map((r) => r.end)).toEqual([{ kind: 'ended', status: 'completed' }]);
+    const recoveredEpoch = (await store.runs.get(TENANT, seeded.runId))?.leaseEpoch;
+    expect(recoveredEpoch).toBeGreaterThan(deadEpoch);
+    expect(tokens).toEqual([recoveredEpoch]);
+    expect(downstream.effectsOf(seeded.keys[0] ?? '')).toBe(1);
+  });
+
   it('pauses a replayed call that a dead worker left started when no hook can tell, naming it', async () => {
     const downstream = new FakeDownstream();
     const credit = issueCredit(downstream);
