@@ -11,7 +11,7 @@ import { startWorker, type Worker } from '../worker/index.js';
 import { shownUrl } from './config.js';
 import { createLogger } from './logger.js';
 import { assertDrivesRuns, commandConfig, openCommandRuntime } from './runtime-from-config.js';
-import { graceOption, stopWithin } from './shutdown.js';
+import { graceOption, releaseInFlight, stopWithin } from './shutdown.js';
 import { stopped } from './signals.js';
 import { positiveInt } from './worker.js';
 
@@ -185,6 +185,7 @@ async function serve(flags: ServeFlags): Promise<void> {
         { what: 'late tool answers', stop: (leftMs) => runtime.close({ timeoutMs: leftMs }) },
       ],
       async () => {
+        await releaseInFlight(runtime, log);
         await store.close();
         await config?.close(); // its MCP servers
       },

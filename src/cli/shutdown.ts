@@ -1,6 +1,7 @@
 import { InvalidArgumentError, Option } from 'commander';
 import type { Logger } from 'pino';
 import { errorInfo } from '../errors/index.js';
+import type { Runtime } from '../runs/index.js';
 
 /** How long `serve` and `worker` wait, once told to stop, for what is in flight (`--grace-ms`). */
 export const DEFAULT_GRACE_MS = 10_000;
@@ -21,7 +22,23 @@ export function graceOption(): Option {
     .default(DEFAULT_GRACE_MS);
 }
 
-/** How long the store may take to close, after the grace. */
+/**
+ * Past the grace, lets go of the runs still being driven (mid-step), so another process claims them
+ * at once instead of when their lease expires; says how many.
+ */
+export async function releaseInFlight(runtime: Runtime, log: Logger): Promise<void> {
+  const released = await runtime.releaseDriven(
+    'the process driving the run stopped before its step finished (the grace ran out); released for another to claim at once',
+  );
+  if (released > 0) {
+    log.warn(
+      { released },
+      `released ${released} run(s) still in flight for another process to claim now; their calls in flight stay as recorded`,
+    );
+  }
+}
+
+/** How long the store may take to close (and the runs still in flight be released), after the grace. */
 const STORE_CLOSE_MS = 2_000;
 
 /**

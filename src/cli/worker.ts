@@ -3,7 +3,7 @@ import { startWorker } from '../worker/index.js';
 import { shownUrl } from './config.js';
 import { createLogger } from './logger.js';
 import { assertDrivesRuns, commandConfig, openCommandRuntime } from './runtime-from-config.js';
-import { graceOption, stopWithin } from './shutdown.js';
+import { graceOption, releaseInFlight, stopWithin } from './shutdown.js';
 import { stopped } from './signals.js';
 
 interface WorkerFlags {
@@ -71,6 +71,7 @@ export function workerCommand(): Command {
           { what: 'late tool answers', stop: (leftMs) => runtime.close({ timeoutMs: leftMs }) },
         ],
         async () => {
+          await releaseInFlight(runtime, log);
           await store.close();
           await config.close(); // its MCP servers
         },

@@ -21,7 +21,16 @@ export interface DriverOptions {
   readonly retryBaseMs?: number;
   /** Told of each model response (its model and usage), for metrics; what it throws is ignored. */
   readonly onModelResponse?: (response: ModelResponseInfo) => void;
+  /**
+   * True once the process is stopping: the drive lets go of the run at its next step boundary
+   * (nothing in flight, everything durable), queued for another process to claim at once.
+   */
+  readonly handingOff?: () => boolean;
 }
+
+/** Why a stopping process let go of a run at a step boundary. */
+export const HANDED_OFF =
+  'the process driving the run is stopping (SIGTERM); it let go between steps, for another to claim at once';
 
 /** A model response of a run, as an observer (the metrics) is told of it. */
 export interface ModelResponseInfo {
@@ -75,6 +84,7 @@ export class RunDriver {
   readonly leaseMs: number;
   readonly retryBaseMs: number;
   readonly onModelResponse: DriverOptions['onModelResponse'];
+  readonly #handingOff: () => boolean;
   readonly tools: ReadonlyMap<string, Tool>;
   readonly run: RunRecord;
   readonly lease: Lease;
@@ -102,6 +112,7 @@ export class RunDriver {
     this.leaseMs = options.leaseMs;
     this.retryBaseMs = options.retryBaseMs ?? DEFAULT_RETRY_BASE_MS;
     this.onModelResponse = options.onModelResponse;
+    this.#handingOff = options.handingOff ?? (() => false);
     this.tools = new Map(options.agent.tools.map((t) => [t.name, t]));
     this.run = run;
     this.#checkpoint = run.checkpoint;
@@ -131,6 +142,10 @@ export class RunDriver {
     try {
       for (;;) {
         if (this.lease.lost) return this.standDown();
+        // Between steps, with the model's response durable (or none asked yet): nothing is lost.
+        if (this.#unsaved === undefined && this.#handingOff()) {
+          return await this.release(undefined, 'shutdown', 0, HANDED_OFF);
+        }
         const end = this.#checkpoint.pending === null ? await this.modelStep() : await settleStep(this);
         if (end !== undefined) return end;
       }
@@ -143,6 +158,25 @@ export class RunDriver {
     } finally {
       await this.lease.stop();
     }
+  }
+
+  /**
+   * Lets go of the run from outside its drive (a stopping process past its grace): the lease is
+   * lost here first, so this drive writes no checkpoint and reserves nothing more (the outcomes of
+   * calls in flight are still recorded), then the run is released for another process to claim at
+   * once. A call whose attempt may still land stays as recorded; the next driver waits for its
+   * deadline or asks its reconcile hook. False when the run was no longer this driver's.
+   */
+  async letGo(reason: string): Promise<boolean> {
+    if (this.lease.lost) return false;
+    this.lease.lose(reason);
+    return this.ledger.store.runs.release({
+      fence: { tenantId: this.run.tenantId, runId: this.run.runId, leaseEpoch: this.lease.epoch },
+      cause: 'shutdown',
+      delayMs: 0,
+      reason,
+      lastError: null,
+    });
   }
 
   standDown(): DriveEnd {
@@ -267,7 +301,7 @@ export class RunDriver {
    */
   async release(
     tx: StoreTx | undefined,
-    cause: 'model_outage' | 'waiting',
+    cause: 'model_outage' | 'waiting' | 'shutdown',
     delayMs: number,
     reason: string,
     lastError: ErrorInfo | null = null,

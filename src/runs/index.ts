@@ -6,7 +6,7 @@ export {
   type StartRunRequest,
   type RecoveredRun,
 } from './runtime.js';
-export type { DriveEnd, ModelResponseInfo } from './driver.js';
+export { HANDED_OFF, type DriveEnd, type ModelResponseInfo } from './driver.js';
 export type { ApprovalDecision } from './decisions.js';
 export { blockersOf, resumeIfReady, type Blockers } from './resume.js';
 export { NOTES as HEARD_NOTES } from './heard.js';

@@ -111,7 +111,10 @@ export class Runtime {
   readonly #lastAsked = new Map<string, number>();
   readonly #sweepCursors = new Map<string, WaitingCursor>();
   readonly #drives = new Set<Promise<DriveEnd>>();
+  /** The drivers of the drives in flight, for `releaseDriven`. */
+  readonly #drivers = new Set<RunDriver>();
   #closed = false;
+  #handingOff = false;
 
   constructor(store: Store, options: RuntimeOptions & { ownsStore?: boolean }) {
     this.owner = options.owner ?? `${hostname()}:${process.pid}`;
@@ -252,15 +255,37 @@ export class Runtime {
         leaseMs: this.leaseMs,
         retryBaseMs: this.retryBaseMs,
         ...(this.onModelResponse === undefined ? {} : { onModelResponse: this.onModelResponse }),
+        handingOff: () => this.#handingOff,
       },
       run,
     );
+    this.#drivers.add(driver);
     try {
       return await driver.drive();
     } catch (error) {
       await this.#releaseFailedDrive(run, error);
       throw error;
+    } finally {
+      this.#drivers.delete(driver);
     }
+  }
+
+  /**
+   * For a process that is stopping: every run this runtime drives lets go at its next step boundary,
+   * released to be claimed by another process at once (event `run.released`, cause `shutdown`).
+   */
+  handOff(): void {
+    this.#handingOff = true;
+  }
+
+  /**
+   * For a process past its grace: lets go of the runs still being driven, mid-step, so another
+   * process claims them at once instead of after their lease expires (see `RunDriver.letGo`).
+   * Returns how many were released.
+   */
+  async releaseDriven(reason: string): Promise<number> {
+    const released = await Promise.all([...this.#drivers].map((driver) => driver.letGo(reason)));
+    return released.filter(Boolean).length;
   }
 
   /** Ends a run claimed more times than its drives may fail, with the last error it recorded. */

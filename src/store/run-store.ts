@@ -84,8 +84,11 @@ export interface ReleaseRequest {
   readonly delayMs: number;
   readonly reason: string;
   readonly lastError?: ErrorInfo | null;
-  /** Why: `failed_drive` keeps counting drive attempts; the others end the drive cleanly. */
-  readonly cause: 'failed_drive' | 'model_outage' | 'waiting';
+  /**
+   * Why: `failed_drive` keeps counting drive attempts; the others end the drive cleanly (`shutdown`:
+   * the process stopped and hands the run to another).
+   */
+  readonly cause: 'failed_drive' | 'model_outage' | 'waiting' | 'shutdown';
 }
 
 /** A position in the waiting runs' order. */

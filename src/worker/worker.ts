@@ -1,7 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { errorInfo } from '../errors/index.js';
 import type { RunRecord } from '../run-state/index.js';
-import type { DriveEnd, Runtime } from '../runs/index.js';
+import { HANDED_OFF, type DriveEnd, type Runtime } from '../runs/index.js';
 
 export interface WorkerOptions {
   /** Runs driven at once by this process; default 4. */
@@ -24,7 +24,10 @@ export interface WorkerLog {
 export interface Worker {
   /** Runs being driven right now. */
   readonly active: number;
-  /** Stops claiming, waits for the runs being driven, and resolves when the loop has ended. */
+  /**
+   * Stops claiming; each run being driven lets go at its next step boundary (queued for another
+   * worker at once); resolves when the loop has ended. What a step has in flight finishes first.
+   */
   stop(): Promise<void>;
   /** Resolves when the loop ends (after `stop()`). */
   readonly done: Promise<void>;
@@ -36,6 +39,7 @@ const silent: WorkerLog = { info: () => undefined, warn: () => undefined, error:
  * Polls the store for free runs — queued, or held under a lease that expired because its driver
  * died or froze — claims them with a higher epoch and drives them from their checkpoint, up to
  * `concurrency` at once; every `sweepMs` it requeues waiting runs that nothing holds any more.
+ * `stop()` hands the runs it drives to other workers between steps.
  *
  * @example
  * const worker = startWorker(runtime, { concurrency: 8 });
@@ -102,6 +106,7 @@ export function startWorker(runtime: Runtime, options: WorkerOptions = {}): Work
     },
     async stop() {
       stopping.abort();
+      runtime.handOff();
       wake();
       await done;
     },
@@ -111,6 +116,8 @@ export function startWorker(runtime: Runtime, options: WorkerOptions = {}): Work
 
 function logEnd(log: WorkerLog, fields: Record<string, unknown>, end: DriveEnd): void {
   if (end.kind === 'ended') log.info({ ...fields, status: end.status }, `run is ${end.status}`);
+  else if (end.kind === 'released' && end.reason === HANDED_OFF)
+    log.info(fields, 'handed the run over between steps: another worker claims it now');
   else if (end.kind === 'released')
     log.warn({ ...fields, delayMs: end.delayMs, reason: end.reason }, 'released the run, to try again later');
   else log.warn({ ...fields, reason: end.reason }, 'stood down: another process holds the run');

@@ -1,4 +1,4 @@
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -125,7 +125,7 @@ async function expectCleanStop(
 }
 
 /** Waits for the file a hung tool or hook of the fixture leaves when it starts. */
-function marked(dir: string, name: 'tool' | 'hook'): Promise<true> {
+function marked(dir: string, name: string): Promise<true> {
   return waitFor(
     `the ${name} to start`,
     () => Promise.resolve(existsSync(join(dir, name)) || undefined),
@@ -189,9 +189,78 @@ describe.each(KINDS)('SIGTERM stops a process within its grace on %s', (kind) =>
 
     await expectCleanStop(proc, db.path, 'worker stopped');
     expect(proc.stderr).toContain('not finished within the grace');
-    // Nobody knows whether the credit went out: the record stays unknown, and the run is recovered.
-    expect(await callStatus(db.url, 'run_worker_hung')).toBe('started');
-    expect((await runOf(db.url, 'run_worker_hung'))?.status).toBe('running');
+    // Nobody knows whether the credit went out: letting go aborted the attempt, recorded as unknown
+    // (indeterminate; its deadline unchanged, it may still land). The run is released for another
+    // worker to claim now (not when its lease expires), which waits for that deadline.
+    expect(proc.stderr).toContain('released 1 run(s) still in flight');
+    expect(await callStatus(db.url, 'run_worker_hung')).toBe('indeterminate');
+    const run = await runOf(db.url, 'run_worker_hung');
+    expect(run).toMatchObject({ status: 'queued', leaseOwner: null });
+    const events = await readStore(db.url, (store) => store.runs.events(TENANT, 'run_worker_hung', 0, 100));
+    expect(events.at(-1)).toMatchObject({
+      type: 'run.status',
+      data: { status: 'queued', cause: 'shutdown' },
+    });
+  });
+
+  it('worker: SIGTERM lets the step in flight finish, hands the run over between steps, and another worker claims it at once', async () => {
+    const db = await freshDatabase(kind, 'worker_handoff');
+    const marks = tempDir('marks');
+    const books = join(marks, 'books.jsonl');
+    const env = { MARK_DIR: marks, BOOKS: books, SLOW_MS: '1500' };
+    const args = ['worker', '-c', fixture('hung.yaml'), '--database-url', db.url, '--poll-ms', '100'];
+    // Two workers, both idle before the run is queued; the one that claims it is told to stop while
+    // its first call is in flight. Its lease would hold the run for 30 s (the default).
+    const workers = [
+      spawn([...args, '--grace-ms', '20000'], env),
+      spawn([...args, '--grace-ms', '20000'], env),
+    ];
+    for (const w of workers) {
+      await waitFor(
+        'the workers to start',
+        () => Promise.resolve(w.stderr.includes('worker started') || undefined),
+        20_000,
+      );
+    }
+    await queueRun(db.url, 'slow', 'run_handoff');
+    await marked(marks, 'slow-acct_3');
+    const first = workers.find((w) => w.stderr.includes('claimed run'));
+    const second = workers.find((w) => w !== first);
+    if (first === undefined || second === undefined) throw new Error('no worker claimed the run');
+
+    const exit = await first.stop(30_000);
+    expect(exit, first.stderr).toMatchObject({ code: 0, signal: null });
+    const stoppedAt = Date.now();
+    expect(first.stderr).toContain('handed the run over between steps');
+    expect(first.stderr).not.toContain('not finished within the grace');
+
+    // Taken at once, long before the first worker's lease would have expired.
+    await waitFor(
+      'the second worker to claim the run',
+      () => Promise.resolve(second.stderr.includes('claimed run') || undefined),
+      10_000,
+      50,
+    );
+    expect(Date.now() - stoppedAt).toBeLessThan(10_000);
+    const run = await waitFor(
+      'the run to complete',
+      async () => {
+        const r = await runOf(db.url, 'run_handoff');
+        return r?.status === 'completed' ? r : undefined;
+      },
+      30_000,
+      100,
+    );
+    expect(run.checkpoint.messages.at(-1)).toMatchObject({ role: 'assistant' });
+    // The first step's credit was applied by the first worker, the second's by the second: one each.
+    const credits = readFileSync(books, 'utf8')
+      .split('\n')
+      .filter(Boolean)
+      .map((l) => JSON.parse(l) as { key: string; pid: number });
+    expect(credits.map((c) => c.pid)).toEqual([first.pid, second.pid]);
+    expect(new Set(credits.map((c) => c.key)).size).toBe(2);
+    const events = await readStore(db.url, (store) => store.runs.events(TENANT, 'run_handoff', 0, 100));
+    expect(events.filter((e) => (e.data as { cause?: string }).cause === 'shutdown')).toHaveLength(1);
   });
 });
 
