@@ -174,6 +174,7 @@ export class ApiMetrics {
       runs: store.runs,
       apiKeys: store.apiKeys,
       loopSteps: store.loopSteps,
+      workers: store.workers,
       monitor: store.monitor,
       transaction: <T>(fn: (tx: StoreTx) => Promise<T>) =>
         store.transaction((tx) => fn({ ledger: timed(tx.ledger), runs: tx.runs })),

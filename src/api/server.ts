@@ -21,6 +21,7 @@ import { healthRoutes } from './routes/health.js';
 import { runEventRoutes } from './routes/run-events.js';
 import { runRoutes } from './routes/runs.js';
 import { toolExecutionRoutes } from './routes/tool-executions.js';
+import { workerRoutes } from './routes/workers.js';
 
 export const DEFAULT_BODY_LIMIT = 256 * 1024;
 
@@ -94,6 +95,7 @@ export async function buildApiServer(options: ApiServerOptions): Promise<ApiApp>
     runEventRoutes,
     approvalRoutes,
     apiKeyRoutes,
+    workerRoutes,
     healthRoutes,
   ];
   for (const register of domains) register(app, ctx);

@@ -1,4 +1,3 @@
-import { readFileSync } from 'node:fs';
 import { Command, CommanderError } from 'commander';
 import { isOncelyError } from '../errors/index.js';
 import { approvalsCommand } from './approvals.js';
@@ -9,14 +8,9 @@ import { migrateCommand } from './migrate.js';
 import { runsCommand } from './runs.js';
 import { serveCommand } from './serve.js';
 import { workerCommand } from './worker.js';
+import { workersCommand } from './workers.js';
 import { printable } from './table.js';
-
-function packageVersion(): string {
-  const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as {
-    version: string;
-  };
-  return pkg.version;
-}
+import { packageVersion } from '../util/package-version.js';
 
 export function buildProgram(): Command {
   const program = new Command('oncely')
@@ -34,6 +28,7 @@ export function buildProgram(): Command {
   program.addCommand(executionsCommand());
   program.addCommand(approvalsCommand());
   program.addCommand(runsCommand());
+  program.addCommand(workersCommand());
   return program;
 }
 

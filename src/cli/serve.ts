@@ -151,7 +151,12 @@ async function serve(flags: ServeFlags): Promise<void> {
     });
     const address = await app.listen({ host: flags.host, port: flags.port });
     if (flags.worker) {
-      worker = startWorker(runtime, { concurrency: flags.concurrency, pollMs: flags.pollMs, log });
+      worker = startWorker(runtime, {
+        concurrency: flags.concurrency,
+        pollMs: flags.pollMs,
+        log,
+        kind: 'serve',
+      });
     }
     log.info(
       {

@@ -53,3 +53,4 @@ export type {
 } from './step-writes.js';
 export type { MonitorStore, StoreStats, UnknownCallFilter } from './monitor-store.js';
 export type { LoopStep, LoopStepStore, NewLoopStep } from './loop-step-store.js';
+export type { HeldRun, WorkerBeat, WorkerStore, WorkerView } from './worker-store.js';

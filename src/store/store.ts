@@ -16,6 +16,7 @@ import type {
 } from '../ledger/index.js';
 import type { ApiKeyStore } from './api-key-store.js';
 import type { LoopStepStore } from './loop-step-store.js';
+import type { WorkerStore } from './worker-store.js';
 import type { MonitorStore } from './monitor-store.js';
 import type { RunStore } from './run-store.js';
 
@@ -161,6 +162,8 @@ export interface Store extends StoreTx {
   readonly apiKeys: ApiKeyStore;
   /** The recorded model responses of loops an application drives itself (`oncely/ai-sdk`). */
   readonly loopSteps: LoopStepStore;
+  /** The processes that drive runs, as their heartbeats say (for operators; leases decide). */
+  readonly workers: WorkerStore;
   /** Read-only views for operators and metrics (unknown calls, counts). */
   readonly monitor: MonitorStore;
   /** Runs `fn` in one database transaction; everything it writes commits or none of it does. */

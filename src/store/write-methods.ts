@@ -2,6 +2,7 @@ import type { ApiKeyStore } from './api-key-store.js';
 import type { MonitorStore } from './monitor-store.js';
 import type { RunStore } from './run-store.js';
 import type { LoopStepStore } from './loop-step-store.js';
+import type { WorkerStore } from './worker-store.js';
 import type { LedgerStore } from './store.js';
 
 /**
@@ -29,12 +30,14 @@ export const WRITE_METHODS = {
   ],
   apiKeys: ['create', 'revoke'],
   loopSteps: ['record'],
+  workers: ['heartbeat', 'remove'],
   monitor: [],
 } as const satisfies {
   ledger: readonly Exclude<keyof LedgerStore, LedgerReads>[];
   runs: readonly Exclude<keyof RunStore, RunReads>[];
   apiKeys: readonly Exclude<keyof ApiKeyStore, ApiKeyReads>[];
   loopSteps: readonly Exclude<keyof LoopStepStore, LoopStepReads>[];
+  workers: readonly Exclude<keyof WorkerStore, WorkerReads>[];
   monitor: readonly never[];
 };
 
@@ -51,6 +54,7 @@ type RunReads =
   | 'listApprovals';
 type ApiKeyReads = 'findByHash' | 'get' | 'list';
 type LoopStepReads = 'get' | 'list';
+type WorkerReads = 'list';
 type Unplaced<S, Reads, Writes extends readonly string[]> = Exclude<keyof S, Reads | Writes[number]>;
 /** Fails to compile when a method of a store interface is neither a listed read nor a listed write. */
 const everyMethodPlaced: [
@@ -58,7 +62,8 @@ const everyMethodPlaced: [
   Unplaced<RunStore, RunReads, typeof WRITE_METHODS.runs>,
   Unplaced<ApiKeyStore, ApiKeyReads, typeof WRITE_METHODS.apiKeys>,
   Unplaced<LoopStepStore, LoopStepReads, typeof WRITE_METHODS.loopSteps>,
-] extends [never, never, never, never]
+  Unplaced<WorkerStore, WorkerReads, typeof WRITE_METHODS.workers>,
+] extends [never, never, never, never, never]
   ? true
   : false = true;
 void everyMethodPlaced;
@@ -72,6 +77,7 @@ const WRITES: Record<StorePart, ReadonlySet<string>> = {
   runs: new Set(WRITE_METHODS.runs),
   apiKeys: new Set(WRITE_METHODS.apiKeys),
   loopSteps: new Set(WRITE_METHODS.loopSteps),
+  workers: new Set(WRITE_METHODS.workers),
   monitor: new Set<string>(),
 };
 

@@ -1,1 +1,8 @@
-export { startWorker, type Worker, type WorkerOptions, type WorkerLog } from './worker.js';
+export {
+  DEFAULT_HEARTBEAT_MS,
+  LIVE_HEARTBEATS,
+  startWorker,
+  type Worker,
+  type WorkerOptions,
+  type WorkerLog,
+} from './worker.js';

@@ -1,5 +1,7 @@
+import { hostname } from 'node:os';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { errorInfo } from '../errors/index.js';
+import { packageVersion } from '../util/package-version.js';
 import type { RunRecord } from '../run-state/index.js';
 import { HANDED_OFF, type DriveEnd, type Runtime } from '../runs/index.js';
 
@@ -12,7 +14,18 @@ export interface WorkerOptions {
   readonly sweepMs?: number;
   /** Where the worker says what it did; default nothing. */
   readonly log?: WorkerLog;
+  /**
+   * How often the worker writes its heartbeat to the store's worker registry (`oncely workers`,
+   * GET /v1/workers); default 5000 ms. Seen, never decisive: leases alone decide who drives a run.
+   */
+  readonly heartbeatMs?: number;
+  /** What it is in the registry: `worker` (default) or `serve` (an API process with its worker). */
+  readonly kind?: 'worker' | 'serve';
 }
+
+export const DEFAULT_HEARTBEAT_MS = 5_000;
+/** A worker is shown live while its last heartbeat is at most this many of its periods old. */
+export const LIVE_HEARTBEATS = 3;
 
 /** The worker's structured log lines (a pino logger fits). */
 export interface WorkerLog {
@@ -50,7 +63,30 @@ export function startWorker(runtime: Runtime, options: WorkerOptions = {}): Work
   const pollMs = options.pollMs ?? 1000;
   const sweepMs = options.sweepMs ?? 2000;
   const log = options.log ?? silent;
+  const heartbeatMs = options.heartbeatMs ?? DEFAULT_HEARTBEAT_MS;
   const stopping = new AbortController();
+  const beat = (isStopping: boolean) => ({
+    workerId: runtime.owner,
+    kind: options.kind ?? 'worker',
+    host: hostname(),
+    pid: process.pid,
+    concurrency,
+    version: packageVersion(),
+    stopping: isStopping,
+  });
+  let lastBeat = 0;
+  /** Writes the heartbeat when it is due; a store that cannot take it is said once per failure run. */
+  let beatFailing = false;
+  const heartbeat = async (isStopping = false): Promise<void> => {
+    lastBeat = Date.now();
+    try {
+      await runtime.store.workers.heartbeat(beat(isStopping));
+      beatFailing = false;
+    } catch (error) {
+      if (!beatFailing) log.warn({ err: errorInfo(error) }, 'cannot write the heartbeat; trying again');
+      beatFailing = true;
+    }
+  };
   const drives = new Set<Promise<void>>();
   let wake: () => void = () => undefined;
 
@@ -71,6 +107,7 @@ export function startWorker(runtime: Runtime, options: WorkerOptions = {}): Work
     let lastSweep = 0;
     while (!stopping.signal.aborted) {
       let idle = true;
+      if (Date.now() - lastBeat >= heartbeatMs) await heartbeat();
       try {
         if (Date.now() - lastSweep >= sweepMs) {
           lastSweep = Date.now();
@@ -91,12 +128,23 @@ export function startWorker(runtime: Runtime, options: WorkerOptions = {}): Work
         log.warn({ err: errorInfo(error) }, 'cannot reach the store; trying again');
       }
       if (!idle && drives.size < concurrency) continue;
+      const untilBeat = Math.max(0, lastBeat + heartbeatMs - Date.now());
       await new Promise<void>((resolve) => {
         wake = resolve;
-        void sleep(pollMs, undefined, { signal: stopping.signal }).then(resolve, resolve);
+        void sleep(Math.min(pollMs, untilBeat), undefined, { signal: stopping.signal }).then(
+          resolve,
+          resolve,
+        );
       });
     }
+    // Seen stopping while its runs are handed over; gone from the registry once they are.
+    await heartbeat(true);
     await Promise.allSettled([...drives]);
+    try {
+      await runtime.store.workers.remove(runtime.owner);
+    } catch (error) {
+      log.warn({ err: errorInfo(error) }, 'cannot remove this worker from the registry; it ages out');
+    }
   };
 
   const done = loop();

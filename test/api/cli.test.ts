@@ -357,6 +357,7 @@ describe('docs/cli.md', () => {
       'runs show',
       'runs cancel',
       'runs retry',
+      'workers',
       'keys create',
       'keys list',
       'keys revoke',

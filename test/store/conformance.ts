@@ -23,6 +23,7 @@ import {
   type ReserveRequest,
   type Store,
   type TransitionRequest,
+  type WorkerBeat,
 } from '../../src/store/index.js';
 import { describeOperatorConformance } from './conformance-operator.js';
 
@@ -1015,6 +1016,87 @@ export function describeStoreConformance(
           await expect(raw.query('DELETE FROM loop_steps')).rejects.toThrow(APPEND_ONLY);
         });
         expect((await store.loopSteps.get(TENANT, 'loop_3', 0))?.modelId).toBe('mock');
+      });
+    });
+
+    describe('workers', () => {
+      const beat = (workerId: string, extra: Partial<WorkerBeat> = {}): WorkerBeat => ({
+        workerId,
+        kind: 'worker',
+        host: 'host-a',
+        pid: 4242,
+        concurrency: 4,
+        version: '0.1.0',
+        stopping: false,
+        ...extra,
+      });
+      const LIVE = { liveMs: 60_000 };
+
+      it('registers a worker with its first heartbeat, refreshes it with the next, and removes it', async () => {
+        const s = await openOn(await freshDatabase());
+        await s.workers.heartbeat(beat('w1'));
+        const [first] = await s.workers.list(TENANT, LIVE);
+        expect(first).toMatchObject({
+          workerId: 'w1',
+          kind: 'worker',
+          host: 'host-a',
+          pid: 4242,
+          live: true,
+        });
+        expect(first?.runs).toEqual([]);
+        await new Promise((resolve) => setTimeout(resolve, 20));
+        await s.workers.heartbeat(beat('w1', { stopping: true, concurrency: 8 }));
+        const [again] = await s.workers.list(TENANT, LIVE);
+        expect(again).toMatchObject({ stopping: true, concurrency: 8, startedAt: first?.startedAt });
+        expect(Date.parse(again!.lastHeartbeatAt)).toBeGreaterThan(Date.parse(first!.lastHeartbeatAt));
+        await s.workers.remove('w1');
+        expect(await s.workers.list(TENANT, LIVE)).toEqual([]);
+      });
+
+      it('shows the runs of the tenant asked about that each worker holds, and who is no longer heard from', async () => {
+        const s = await openOn(await freshDatabase());
+        const checkpoint = { messages: [], step: 0, pending: null };
+        for (const [tenantId, runId] of [
+          [TENANT, 'held_1'],
+          ['other', 'held_2'],
+          [TENANT, 'queued_3'],
+        ] as const) {
+          await s.runs.create({ tenantId, runId, agent: 'a', input: 'x', checkpoint });
+        }
+        await s.runs.claim(TENANT, 'held_1', 'w1', 60_000);
+        await s.runs.claim('other', 'held_2', 'w1', 60_000);
+        await s.workers.heartbeat(beat('w1'));
+        await s.workers.heartbeat(beat('w2', { kind: 'serve', host: 'host-b' }));
+
+        const mine = await s.workers.list(TENANT, LIVE);
+        expect(mine.map((w) => [w.workerId, w.runs.map((r) => r.runId)])).toEqual([
+          ['w1', ['held_1']],
+          ['w2', []],
+        ]);
+        expect(mine[0]?.runs[0]).toMatchObject({ agent: 'a', leaseEpoch: 1 });
+        expect(Date.parse(mine[0]!.runs[0]!.leaseExpiresAt)).toBeGreaterThan(Date.now());
+        expect((await s.workers.list('other', LIVE))[0]?.runs.map((r) => r.runId)).toEqual(['held_2']);
+        // Not heard from within liveMs: shown, not live; not within shownMs: not shown.
+        await new Promise((resolve) => setTimeout(resolve, 20));
+        expect((await s.workers.list(TENANT, { liveMs: 5 })).map((w) => w.live)).toEqual([false, false]);
+        expect(await s.workers.list(TENANT, { liveMs: 5, shownMs: 5 })).toEqual([]);
+      });
+
+      it('forgets a worker not heard from for a day with the next heartbeat of any worker', async () => {
+        const db = await freshDatabase();
+        const s = await openOn(db);
+        await s.workers.heartbeat(beat('gone'));
+        await s.workers.heartbeat(beat('recent'));
+        await withRaw(db, (raw) =>
+          raw.query(`UPDATE workers SET heartbeat_at = '2000-01-01T00:00:00.000Z' WHERE worker_id = 'gone'`),
+        );
+        const week = { liveMs: 1000, shownMs: 1e12 };
+        expect((await s.workers.list(TENANT, week)).map((w) => w.workerId).sort()).toEqual([
+          'gone',
+          'recent',
+        ]);
+        await s.workers.heartbeat(beat('recent'));
+        expect((await s.workers.list(TENANT, week)).map((w) => w.workerId)).toEqual(['recent']);
       });
     });
 

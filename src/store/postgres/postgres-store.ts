@@ -3,12 +3,14 @@ import { OncelyError } from '../../errors/index.js';
 import { latestVersion, loadMigrations, schemaStateOf, tooNewError } from '../migrations.js';
 import type { ApiKeyStore } from '../api-key-store.js';
 import type { LoopStepStore } from '../loop-step-store.js';
+import type { WorkerStore } from '../worker-store.js';
 import type { MonitorStore } from '../monitor-store.js';
 import type { RunStore } from '../run-store.js';
 import type { LedgerStore, MigrationReport, SchemaState, Store, StoreTx } from '../store.js';
 import { PostgresApiKeys } from './api-keys.js';
 import { PostgresLedger, type Queryable } from './ledger.js';
 import { PostgresLoopSteps } from './loop-steps.js';
+import { PostgresWorkers } from './workers.js';
 import { renewIfStalePlan } from './prepared.js';
 import { PostgresMonitor } from './monitor.js';
 import { PostgresRuns } from './runs.js';
@@ -98,6 +100,7 @@ export class PostgresStore implements Store {
   readonly runs: RunStore;
   readonly apiKeys: ApiKeyStore;
   readonly loopSteps: LoopStepStore;
+  readonly workers: WorkerStore;
   readonly monitor: MonitorStore;
   /** Set once the schema is seen newer than this code: every write refuses with it. */
   private schemaTooNew: OncelyError | undefined;
@@ -120,6 +123,7 @@ export class PostgresStore implements Store {
     this.runs = this.guard('runs', new PostgresRuns(db));
     this.apiKeys = this.guard('apiKeys', new PostgresApiKeys(db));
     this.loopSteps = this.guard('loopSteps', new PostgresLoopSteps(db));
+    this.workers = this.guard('workers', new PostgresWorkers(db));
     this.monitor = new PostgresMonitor(db);
     // Another process's `oncely migrate` to a newer oncely: seen within SCHEMA_WATCH_MS.
     this.schemaWatch = setInterval(() => {

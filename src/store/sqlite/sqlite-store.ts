@@ -6,6 +6,7 @@ import { OncelyError } from '../../errors/index.js';
 import { latestVersion, loadMigrations, schemaStateOf, tooNewError } from '../migrations.js';
 import type { ApiKeyStore } from '../api-key-store.js';
 import type { LoopStepStore } from '../loop-step-store.js';
+import type { WorkerStore } from '../worker-store.js';
 import type { MonitorStore } from '../monitor-store.js';
 import type { RunStore } from '../run-store.js';
 import type { LedgerStore, MigrationReport, SchemaState, Store, StoreTx } from '../store.js';
@@ -13,6 +14,7 @@ import { isWriteMethod, type StorePart } from '../write-methods.js';
 import { SqliteApiKeys } from './api-keys.js';
 import { SqliteLedger } from './ledger.js';
 import { SqliteLoopSteps } from './loop-steps.js';
+import { SqliteWorkers } from './workers.js';
 import {
   recordStepIn,
   reserveStepIn,
@@ -65,6 +67,7 @@ export class SqliteStore implements Store {
   readonly runs: RunStore;
   readonly apiKeys: ApiKeyStore;
   readonly loopSteps: LoopStepStore;
+  readonly workers: WorkerStore;
   readonly monitor: MonitorStore;
   /** The unwrapped stores on the write connection, used inside a transaction that holds the lock. */
   private readonly tx: StoreTx;
@@ -89,6 +92,7 @@ export class SqliteStore implements Store {
     this.runs = this.route('runs', runs, new SqliteRuns(reader));
     this.apiKeys = this.route('apiKeys', new SqliteApiKeys(writer), new SqliteApiKeys(reader));
     this.loopSteps = this.route('loopSteps', new SqliteLoopSteps(writer), new SqliteLoopSteps(reader));
+    this.workers = this.route('workers', new SqliteWorkers(writer), new SqliteWorkers(reader));
     this.monitor = this.route('monitor', new SqliteMonitor(writer), new SqliteMonitor(reader));
   }
 

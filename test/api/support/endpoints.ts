@@ -123,6 +123,7 @@ export const ENDPOINTS: readonly Endpoint[] = [
     body: () => ({ reason: 'not owed' }),
   },
   { method: 'GET', route: '/v1/api-keys', role: 'admin', kind: 'list', path: () => '/v1/api-keys' },
+  { method: 'GET', route: '/v1/workers', role: 'viewer', kind: 'list', path: () => '/v1/workers' },
   {
     method: 'POST',
     route: '/v1/api-keys',
