@@ -17,6 +17,7 @@ import type {
 import type { ApiKeyStore } from './api-key-store.js';
 import type { LoopStepStore } from './loop-step-store.js';
 import type { WorkerStore } from './worker-store.js';
+import type { Wakeups } from './wakeups.js';
 import type { MonitorStore } from './monitor-store.js';
 import type { RunStore } from './run-store.js';
 
@@ -164,6 +165,11 @@ export interface Store extends StoreTx {
   readonly loopSteps: LoopStepStore;
   /** The processes that drive runs, as their heartbeats say (for operators; leases decide). */
   readonly workers: WorkerStore;
+  /**
+   * Wake-ups between processes where the database carries them (PostgreSQL LISTEN/NOTIFY); undefined
+   * on SQLite, where workers poll.
+   */
+  readonly wakeups?: Wakeups;
   /** Read-only views for operators and metrics (unknown calls, counts). */
   readonly monitor: MonitorStore;
   /** Runs `fn` in one database transaction; everything it writes commits or none of it does. */

@@ -21,6 +21,12 @@ export interface WorkerOptions {
   readonly heartbeatMs?: number;
   /** What it is in the registry: `worker` (default) or `serve` (an API process with its worker). */
   readonly kind?: 'worker' | 'serve';
+  /**
+   * Listen for wake-ups where the store carries them (PostgreSQL LISTEN/NOTIFY): a queued run is
+   * claimed and a settled call swept at once instead of at the next poll. Default true; polling
+   * goes on either way, and finishes every run without them.
+   */
+  readonly wakeups?: boolean;
 }
 
 export const DEFAULT_HEARTBEAT_MS = 5_000;
@@ -88,7 +94,32 @@ export function startWorker(runtime: Runtime, options: WorkerOptions = {}): Work
     }
   };
   const drives = new Set<Promise<void>>();
-  let wake: () => void = () => undefined;
+  /** The loop's wait for work, while it waits; a wake-up that comes while it works is kept for it. */
+  let napping: AbortController | undefined;
+  let nudged = false;
+  const wake = (): void => {
+    if (napping === undefined) nudged = true;
+    else napping.abort();
+  };
+  let lastSweep = 0;
+  // LISTEN/NOTIFY where the store has it: a queued run is claimed, a settled call swept, at once.
+  const listener =
+    options.wakeups === false
+      ? undefined
+      : runtime.store.wakeups?.listen({
+          onWake: (kind) => {
+            if (kind === 'settled') lastSweep = 0;
+            wake();
+          },
+          onState: (state, error) => {
+            if (state === 'listening') log.info({}, 'listening for wake-ups');
+            else
+              log.warn(
+                { err: errorInfo(error) },
+                'lost the wake-up connection; polling until it is back (reconnecting with backoff)',
+              );
+          },
+        });
 
   const driveOne = async (run: RunRecord): Promise<void> => {
     const fields = { runId: run.runId, tenantId: run.tenantId, epoch: run.leaseEpoch };
@@ -104,7 +135,6 @@ export function startWorker(runtime: Runtime, options: WorkerOptions = {}): Work
   };
 
   const loop = async (): Promise<void> => {
-    let lastSweep = 0;
     while (!stopping.signal.aborted) {
       let idle = true;
       if (Date.now() - lastBeat >= heartbeatMs) await heartbeat();
@@ -128,15 +158,19 @@ export function startWorker(runtime: Runtime, options: WorkerOptions = {}): Work
         log.warn({ err: errorInfo(error) }, 'cannot reach the store; trying again');
       }
       if (!idle && drives.size < concurrency) continue;
+      if (nudged) {
+        nudged = false;
+        continue;
+      }
       const untilBeat = Math.max(0, lastBeat + heartbeatMs - Date.now());
-      await new Promise<void>((resolve) => {
-        wake = resolve;
-        void sleep(Math.min(pollMs, untilBeat), undefined, { signal: stopping.signal }).then(
-          resolve,
-          resolve,
-        );
-      });
+      const nap = new AbortController();
+      napping = nap;
+      await sleep(Math.min(pollMs, untilBeat), undefined, {
+        signal: AbortSignal.any([stopping.signal, nap.signal]),
+      }).catch(() => undefined);
+      napping = undefined;
     }
+    await listener?.close();
     // Seen stopping while its runs are handed over; gone from the registry once they are.
     await heartbeat(true);
     await Promise.allSettled([...drives]);
@@ -155,7 +189,6 @@ export function startWorker(runtime: Runtime, options: WorkerOptions = {}): Work
     async stop() {
       stopping.abort();
       runtime.handOff();
-      wake();
       await done;
     },
     done,

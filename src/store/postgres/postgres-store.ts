@@ -4,6 +4,7 @@ import { latestVersion, loadMigrations, schemaStateOf, tooNewError } from '../mi
 import type { ApiKeyStore } from '../api-key-store.js';
 import type { LoopStepStore } from '../loop-step-store.js';
 import type { WorkerStore } from '../worker-store.js';
+import type { Wakeups } from '../wakeups.js';
 import type { MonitorStore } from '../monitor-store.js';
 import type { RunStore } from '../run-store.js';
 import type { LedgerStore, MigrationReport, SchemaState, Store, StoreTx } from '../store.js';
@@ -11,6 +12,7 @@ import { PostgresApiKeys } from './api-keys.js';
 import { PostgresLedger, type Queryable } from './ledger.js';
 import { PostgresLoopSteps } from './loop-steps.js';
 import { PostgresWorkers } from './workers.js';
+import { PostgresWakeups } from './wakeups.js';
 import { renewIfStalePlan } from './prepared.js';
 import { PostgresMonitor } from './monitor.js';
 import { PostgresRuns } from './runs.js';
@@ -115,6 +117,8 @@ export class PostgresStore implements Store {
   private constructor(
     private readonly pool: pg.Pool,
     private readonly hotPool: pg.Pool,
+    /** LISTEN/NOTIFY wake-ups, each listener on a connection of its own. */
+    readonly wakeups: Wakeups,
   ) {
     const db = retrying(pool, hotPool);
     this.db = db;
@@ -186,7 +190,7 @@ export class PostgresStore implements Store {
         },
       );
     }
-    return new PostgresStore(pool, hotPool);
+    return new PostgresStore(pool, hotPool, new PostgresWakeups(url));
   }
 
   async transaction<T>(fn: (tx: StoreTx) => Promise<T>): Promise<T> {

@@ -16,3 +16,23 @@ CREATE TABLE workers (
 CREATE INDEX workers_by_heartbeat ON workers (heartbeat_at);
 -- The runs a worker holds, for the view.
 CREATE INDEX runs_by_lease_owner ON runs (lease_owner) WHERE lease_owner IS NOT NULL;
+
+-- Wake-ups (LISTEN oncely_wake): speed, never truth; a worker that hears nothing still polls.
+-- 'queued': a run was queued (created, released, requeued, retried): a worker may claim it now.
+-- 'settled': an unknown call was settled (an operator, a hook, a late answer) or an approval decided:
+-- a waiting run may go on, so a worker sweeps now. Sent on commit, once per transaction and payload;
+-- never on the hot path (a call's own outcome, a step's checkpoint).
+CREATE FUNCTION oncely_wake() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  PERFORM pg_notify('oncely_wake', TG_ARGV[0]);
+  RETURN NULL;
+END $$;
+CREATE TRIGGER runs_wake_queued AFTER INSERT OR UPDATE OF status ON runs
+  FOR EACH ROW WHEN (NEW.status = 'queued') EXECUTE FUNCTION oncely_wake('queued');
+CREATE TRIGGER tool_executions_wake_settled AFTER UPDATE OF status ON tool_executions
+  FOR EACH ROW WHEN (NEW.status IS DISTINCT FROM OLD.status
+    AND (OLD.status = 'indeterminate' OR NEW.settled_by_kind IN ('operator', 'reconcile')))
+  EXECUTE FUNCTION oncely_wake('settled');
+CREATE TRIGGER approvals_wake_settled AFTER UPDATE OF status ON approvals
+  FOR EACH ROW WHEN (OLD.status = 'pending' AND NEW.status IN ('approved', 'rejected'))
+  EXECUTE FUNCTION oncely_wake('settled');
