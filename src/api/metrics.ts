@@ -175,6 +175,7 @@ export class ApiMetrics {
       apiKeys: store.apiKeys,
       loopSteps: store.loopSteps,
       workers: store.workers,
+      toolSlots: store.toolSlots,
       ...(store.wakeups === undefined ? {} : { wakeups: store.wakeups }),
       monitor: store.monitor,
       transaction: <T>(fn: (tx: StoreTx) => Promise<T>) =>

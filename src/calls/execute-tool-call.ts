@@ -6,6 +6,7 @@ import { approvalsToConsume, consumeApproval } from './approvals.js';
 import type { Tool } from '../tools/index.js';
 import { runAttempts, type AttemptOutcome } from './attempt.js';
 import type { Ledger } from './ledger.js';
+import { inToolSlots } from './tool-slots.js';
 import { outcomeOfRecord, type ToolCallOutcome } from './outcome.js';
 import {
   assertBatch,
@@ -87,29 +88,42 @@ export async function executeToolCalls(
   const prepared = calls.map(prepareCall);
   assertBatch(prepared);
   if (prepared.length === 0) return [];
-  const consume = await approvalsToConsume(ledger, prepared);
+  const allToConsume = await approvalsToConsume(ledger, prepared);
   const reserve: Reserve = (requests) => ledger.store.ledger.reserve(requests, ledger.actor);
-  const reservations =
-    consume.length === 0
-      ? await reserve(prepared.map((p) => p.request))
-      : await ledger.store.transaction(async (tx) => {
-          for (const call of consume) await consumeApproval(tx, call);
-          return tx.ledger.reserve(
-            prepared.map((p) => p.request),
-            ledger.actor,
-          );
-        });
   const { signal, release } = batchSignal(options.signal, prepared.length);
-  const settled = await Promise.allSettled(
-    prepared.map((call, i) =>
-      proceedCall(ledger, call, reservations[i], {
-        ...options,
-        ...(signal === undefined ? {} : { signal }),
-        reserve,
-        caller: 'guarded',
-      }),
-    ),
-  ).finally(release);
+  const settled = new Array<PromiseSettledResult<CallProgress>>(prepared.length);
+  const index = new Map(prepared.map((call, i) => [call, i]));
+  // Calls of a tool with a cluster-wide limit wait for a slot before they are reserved (in waves).
+  await inToolSlots(ledger, prepared, signal, async (wave) => {
+    const consume = allToConsume.filter((c) => wave.includes(c));
+    const reservations =
+      consume.length === 0
+        ? await reserve(wave.map((p) => p.request))
+        : await ledger.store.transaction(async (tx) => {
+            for (const call of consume) await consumeApproval(tx, call);
+            return tx.ledger.reserve(
+              wave.map((p) => p.request),
+              ledger.actor,
+            );
+          });
+    const results = await Promise.allSettled(
+      wave.map((call, i) =>
+        proceedCall(ledger, call, reservations[i], {
+          ...options,
+          ...(signal === undefined ? {} : { signal }),
+          reserve,
+          caller: 'guarded',
+        }),
+      ),
+    );
+    const answers = new Map<PreparedCall, CallProgress | undefined>();
+    wave.forEach((call, i) => {
+      const result = results[i]!;
+      settled[index.get(call)!] = result;
+      answers.set(call, result.status === 'fulfilled' ? result.value : undefined);
+    });
+    return answers;
+  }).finally(release);
   // Every call has finished; their outcomes are recorded together before one call's error is thrown.
   const progress = settled.flatMap((s) => (s.status === 'fulfilled' ? [s.value] : []));
   const written = await recordExecuted(

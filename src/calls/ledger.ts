@@ -29,7 +29,14 @@ export interface LedgerOptions {
   readonly maxAttempts?: number;
   /** Where a conflict is logged at error level; default standard error. */
   readonly log?: LedgerLog;
+  /**
+   * The lease of a tool slot (a tool with `concurrency`), renewed while its call runs: how long a
+   * crashed process's slot stays taken; default 30000 ms.
+   */
+  readonly toolSlotLeaseMs?: number;
 }
+
+export const DEFAULT_TOOL_SLOT_LEASE_MS = 30_000;
 
 const stderrLog: LedgerLog = {
   error: (fields, message) =>
@@ -47,6 +54,7 @@ export class Ledger {
   readonly landingMarginMs: number;
   readonly maxAttempts: number;
   readonly log: LedgerLog;
+  readonly toolSlotLeaseMs: number;
   private readonly inFlight = new Set<Promise<void>>();
   /** Attempts whose execution has not settled yet, by tenant and key. */
   private readonly running = new Map<string, number>();
@@ -57,6 +65,7 @@ export class Ledger {
     this.landingMarginMs = options.landingMarginMs ?? DEFAULT_LANDING_MARGIN_MS;
     this.maxAttempts = options.maxAttempts ?? DEFAULT_MAX_ATTEMPTS;
     this.log = options.log ?? stderrLog;
+    this.toolSlotLeaseMs = options.toolSlotLeaseMs ?? DEFAULT_TOOL_SLOT_LEASE_MS;
   }
 
   /** Keeps a background write (a late outcome) so `drain()` and `close()` can wait for it. */

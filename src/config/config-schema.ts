@@ -21,6 +21,7 @@ const runtimeSchema = z.strictObject({
   max_drive_attempts: z.number().int().min(1).max(1000).optional(),
   max_attempts_per_call: z.number().int().min(1).max(100).optional(),
   landing_margin_ms: z.number().int().min(0).max(3_600_000).optional(),
+  tool_slot_lease_ms: z.number().int().min(100).max(3_600_000).optional(),
 });
 
 const EFFECT_KINDS = ['read', 'write', 'external', 'destructive'] as const;
@@ -70,6 +71,8 @@ export const configDocumentSchema = z.strictObject({
   tools: z.string().min(1).optional(),
   /** MCP servers whose tools join the tools module's, as `<prefix><tool>`. */
   mcp_servers: z.record(z.string().regex(/^[A-Za-z0-9_-]{1,32}$/), mcpServerSchema).optional(),
+  /** Calls of a tool running at once across every process sharing the store, by tool name. */
+  tool_concurrency: z.record(z.string(), z.number().int().min(1).max(10_000)).optional(),
   models: z.record(z.string(), modelConfigSchema).optional(),
   agents: z.array(agentSchema).optional(),
   runtime: runtimeSchema.optional(),

@@ -150,7 +150,7 @@ agents:
     );
     const top = await refusal(`${VALID}extra: 1\n`);
     expect(top.message).toContain(
-      `${top.file}:18:1: extra: unknown key "extra"; expected one of: storage, tools, mcp_servers, models, agents, runtime`,
+      `${top.file}:18:1: extra: unknown key "extra"; expected one of: storage, tools, mcp_servers, tool_concurrency, models, agents, runtime`,
     );
   });
 
@@ -222,6 +222,18 @@ agents:
     expect(message).toContain(
       `${file}:12:27: agents[0].tools[1]: there is no tool "refund"; the tools module ./tools.ts exports: issue_credit, lookup_order`,
     );
+  });
+
+  it('limits a tool cluster-wide with tool_concurrency, and refuses a limit on a tool that does not exist', async () => {
+    const file = await configFile(VALID.replace('agents:', 'tool_concurrency: { issue_credit: 3 }\nagents:'));
+    const config = await loadConfig(file, { env: {} });
+    expect(config.tools.get('issue_credit')?.concurrency).toBe(3);
+    expect(config.tools.get('lookup_order')?.concurrency).toBeUndefined();
+    expect(config.agents.get('billing-assistant')?.tools[0]?.concurrency).toBe(3);
+    const { message } = await refusal(VALID.replace('agents:', 'tool_concurrency: { refund: 3 }\nagents:'));
+    expect(message).toContain('tool_concurrency.refund: there is no tool "refund" to limit');
+    const zero = await refusal(VALID.replace('agents:', 'tool_concurrency: { issue_credit: 0 }\nagents:'));
+    expect(zero.message).toContain('tool_concurrency.issue_credit');
   });
 
   it('refuses tools named when no tools module is configured', async () => {

@@ -64,8 +64,12 @@ export async function loadConfig(path: string, options: LoadConfigOptions = {}):
   const moduleTools = await loadTools(source, doc, dirname(file), timeoutMs);
   const mcp = await mcpServers(source, doc, env, dirname(file), timeoutMs);
   try {
-    const tools = new Map([...moduleTools, ...mcp.tools]);
-    const problems = [...collisions(moduleTools, mcp.tools), ...referenceProblems(doc, tools)];
+    const tools = withConcurrency(new Map([...moduleTools, ...mcp.tools]), doc.tool_concurrency ?? {});
+    const problems = [
+      ...collisions(moduleTools, mcp.tools),
+      ...referenceProblems(doc, tools),
+      ...concurrencyProblems(doc, tools),
+    ];
     if (problems.length > 0) throw source.error(problems);
     const models = await createModels(source, doc, env, dirname(file));
     const agents = buildAgents(source, doc, models, tools);
@@ -75,6 +79,7 @@ export async function loadConfig(path: string, options: LoadConfigOptions = {}):
       ...(r.max_drive_attempts === undefined ? {} : { maxDriveAttempts: r.max_drive_attempts }),
       ...(r.max_attempts_per_call === undefined ? {} : { maxAttemptsPerCall: r.max_attempts_per_call }),
       ...(r.landing_margin_ms === undefined ? {} : { landingMarginMs: r.landing_margin_ms }),
+      ...(r.tool_slot_lease_ms === undefined ? {} : { toolSlotLeaseMs: r.tool_slot_lease_ms }),
     };
     return {
       path: file,
@@ -160,6 +165,26 @@ function importTimeoutMs(env: Env): number {
     );
   }
   return ms;
+}
+
+/** The tools with the limits `tool_concurrency` sets (it wins over a tool's own `concurrency`). */
+function withConcurrency(tools: Map<string, Tool>, limits: Record<string, number>): Map<string, Tool> {
+  const limited = new Map(tools);
+  for (const [name, concurrency] of Object.entries(limits)) {
+    const tool = tools.get(name);
+    if (tool !== undefined) limited.set(name, Object.freeze({ ...tool, concurrency }));
+  }
+  return limited;
+}
+
+/** `tool_concurrency` naming a tool that does not exist. */
+function concurrencyProblems(doc: ConfigDocument, tools: Map<string, Tool>): ConfigProblem[] {
+  return Object.keys(doc.tool_concurrency ?? {})
+    .filter((name) => !tools.has(name))
+    .map((name) => ({
+      path: ['tool_concurrency', name],
+      message: `there is no tool "${name}" to limit; the tools are: ${[...tools.keys()].join(', ') || '(none)'}`,
+    }));
 }
 
 /** Agents naming models or tools that do not exist, and agent names used twice. */
@@ -259,10 +284,7 @@ function buildAgents(
 }
 
 /** The agent's model_timeout_ms, else its model's timeout_ms, else the default. */
-function modelTimeout(
-  own: number | undefined,
-  model: ModelConfig | undefined,
-): { modelTimeoutMs?: number } {
+function modelTimeout(own: number | undefined, model: ModelConfig | undefined): { modelTimeoutMs?: number } {
   const fromModel = model !== undefined && 'timeout_ms' in model ? model.timeout_ms : undefined;
   const ms = own ?? fromModel;
   return ms === undefined ? {} : { modelTimeoutMs: ms };

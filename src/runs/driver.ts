@@ -2,7 +2,13 @@ import type { Agent } from '../agents/index.js';
 import type { Ledger } from '../calls/index.js';
 import { crashPoint } from '../crash/index.js';
 import { OncelyError, errorInfo, isOncelyError } from '../errors/index.js';
-import { ModelPrompt, callModel, isTransientModelFailure, type ModelTurn, type ModelUsage } from '../models/index.js';
+import {
+  ModelPrompt,
+  callModel,
+  isTransientModelFailure,
+  type ModelTurn,
+  type ModelUsage,
+} from '../models/index.js';
 import type { ErrorInfo } from '../ledger/index.js';
 import type { Checkpoint, CheckpointStatus, RunRecord } from '../run-state/index.js';
 import type { RunEventInput, SaveCheckpointRequest, StoreTx } from '../store/index.js';

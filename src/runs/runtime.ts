@@ -28,7 +28,14 @@ import type { ApprovalRecord, RunRecord, RunSummary } from '../run-state/index.j
 import { openStore, type CreateRunRequest, type Store, type WaitingCursor } from '../store/index.js';
 import type { Tool } from '../tools/index.js';
 import { decideApproval, type ApprovalDecision } from './decisions.js';
-import { DEFAULT_RETRY_BASE_MS, RunDriver, inSeconds, retryDelay, type DriveEnd, type ModelResponseInfo } from './driver.js';
+import {
+  DEFAULT_RETRY_BASE_MS,
+  RunDriver,
+  inSeconds,
+  retryDelay,
+  type DriveEnd,
+  type ModelResponseInfo,
+} from './driver.js';
 import { initialMessages } from './messages.js';
 import { resumeIfReady, sweepWaiting } from './resume.js';
 
@@ -63,6 +70,8 @@ export interface RuntimeOptions {
   readonly maxAttemptsPerCall?: number;
   /** Added to an attempt's timeout before it is taken to be unable to land; default 5000 ms. */
   readonly landingMarginMs?: number;
+  /** How long a crashed process's slot of a tool with `concurrency` stays taken; default 30000 ms. */
+  readonly toolSlotLeaseMs?: number;
   /** Where ledger conflicts are logged at error level; default standard error. */
   readonly log?: LedgerLog;
   /** Told of each model response of a run this runtime drives (its model and usage), for metrics. */
@@ -123,6 +132,7 @@ export class Runtime {
       ...(options.landingMarginMs === undefined ? {} : { landingMarginMs: options.landingMarginMs }),
       ...(options.maxAttemptsPerCall === undefined ? {} : { maxAttempts: options.maxAttemptsPerCall }),
       ...(options.log === undefined ? {} : { log: options.log }),
+      ...(options.toolSlotLeaseMs === undefined ? {} : { toolSlotLeaseMs: options.toolSlotLeaseMs }),
     });
     this.maxDriveAttempts = options.maxDriveAttempts ?? DEFAULT_MAX_DRIVE_ATTEMPTS;
     this.retryBaseMs = options.retryBaseMs ?? DEFAULT_RETRY_BASE_MS;

@@ -2,6 +2,7 @@ import {
   afterWrite,
   executedOutcome,
   executedTransition,
+  inToolSlots,
   proceedCall,
   reconcileHookOf,
   recordOutcome,
@@ -63,26 +64,42 @@ async function execute(driver: RunDriver, plan: StepPlan): Promise<Map<string, C
   const progress = new Map<string, CallProgress>();
   if (plan.ready.length === 0) return progress;
   const fenced = fencedReserve(driver);
-  const reservations = await fenced(
-    plan.ready.map((c) => c.request),
-    plan.consume,
-  );
   const reserve: Reserve = (requests) => fenced(requests, []);
-  const settled = await Promise.allSettled(
-    plan.ready.map((call, i) =>
-      proceedCall(driver.ledger, call, reservations[i], {
-        signal: driver.lease.signal,
-        fencingToken: driver.lease.epoch,
-        caller: 'run',
-        reserve,
-      }),
-    ),
-  );
-  const failure = settled.find((s) => s.status === 'rejected');
-  // Every call has finished; only then may one call's error end the step.
-  plan.ready.forEach((call, i) => {
-    const s = settled[i];
-    if (s?.status === 'fulfilled') progress.set(call.request.toolCallId, s.value);
+  let failure: PromiseRejectedResult | undefined;
+  // Calls of a tool with a cluster-wide limit wait for a slot before they are reserved (in waves).
+  await inToolSlots(driver.ledger, plan.ready, driver.lease.signal, async (wave) => {
+    const answers = new Map<PreparedCall, CallProgress | 'not-run' | undefined>();
+    if (failure !== undefined) {
+      for (const call of wave) answers.set(call, 'not-run');
+      return answers;
+    }
+    const ids = new Set(wave.map((c) => c.request.toolCallId));
+    const reservations = await fenced(
+      wave.map((c) => c.request),
+      plan.consume.filter((c) => ids.has(c.request.toolCallId)),
+    );
+    const settled = await Promise.allSettled(
+      wave.map((call, i) =>
+        proceedCall(driver.ledger, call, reservations[i], {
+          signal: driver.lease.signal,
+          fencingToken: driver.lease.epoch,
+          caller: 'run',
+          reserve,
+        }),
+      ),
+    );
+    // Every call of the wave has finished; only then may one call's error end the step.
+    wave.forEach((call, i) => {
+      const s = settled[i];
+      if (s?.status === 'fulfilled') {
+        progress.set(call.request.toolCallId, s.value);
+        answers.set(call, s.value);
+      } else if (s !== undefined) {
+        failure ??= s;
+        answers.set(call, undefined);
+      }
+    });
+    return answers;
   });
   if (failure !== undefined) {
     // The step cannot go on, but the outcomes in hand are the truth: left `started`, a call that

@@ -54,4 +54,5 @@ export type {
 export type { MonitorStore, StoreStats, UnknownCallFilter } from './monitor-store.js';
 export type { LoopStep, LoopStepStore, NewLoopStep } from './loop-step-store.js';
 export type { HeldRun, WorkerBeat, WorkerStore, WorkerView } from './worker-store.js';
+export type { ToolSlotStore } from './tool-slot-store.js';
 export type { WakeKind, WakeListener, WakeListenOptions, Wakeups } from './wakeups.js';

@@ -17,6 +17,7 @@ import type {
 import type { ApiKeyStore } from './api-key-store.js';
 import type { LoopStepStore } from './loop-step-store.js';
 import type { WorkerStore } from './worker-store.js';
+import type { ToolSlotStore } from './tool-slot-store.js';
 import type { Wakeups } from './wakeups.js';
 import type { MonitorStore } from './monitor-store.js';
 import type { RunStore } from './run-store.js';
@@ -165,6 +166,8 @@ export interface Store extends StoreTx {
   readonly loopSteps: LoopStepStore;
   /** The processes that drive runs, as their heartbeats say (for operators; leases decide). */
   readonly workers: WorkerStore;
+  /** Cluster-wide limits on a tool's concurrent calls (`concurrency` on a tool). */
+  readonly toolSlots: ToolSlotStore;
   /**
    * Wake-ups between processes where the database carries them (PostgreSQL LISTEN/NOTIFY); undefined
    * on SQLite, where workers poll.

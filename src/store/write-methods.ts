@@ -3,6 +3,7 @@ import type { MonitorStore } from './monitor-store.js';
 import type { RunStore } from './run-store.js';
 import type { LoopStepStore } from './loop-step-store.js';
 import type { WorkerStore } from './worker-store.js';
+import type { ToolSlotStore } from './tool-slot-store.js';
 import type { LedgerStore } from './store.js';
 
 /**
@@ -31,6 +32,7 @@ export const WRITE_METHODS = {
   apiKeys: ['create', 'revoke'],
   loopSteps: ['record'],
   workers: ['heartbeat', 'remove'],
+  toolSlots: ['acquire', 'renew', 'release'],
   monitor: [],
 } as const satisfies {
   ledger: readonly Exclude<keyof LedgerStore, LedgerReads>[];
@@ -38,6 +40,7 @@ export const WRITE_METHODS = {
   apiKeys: readonly Exclude<keyof ApiKeyStore, ApiKeyReads>[];
   loopSteps: readonly Exclude<keyof LoopStepStore, LoopStepReads>[];
   workers: readonly Exclude<keyof WorkerStore, WorkerReads>[];
+  toolSlots: readonly Exclude<keyof ToolSlotStore, 'held'>[];
   monitor: readonly never[];
 };
 
@@ -63,7 +66,8 @@ const everyMethodPlaced: [
   Unplaced<ApiKeyStore, ApiKeyReads, typeof WRITE_METHODS.apiKeys>,
   Unplaced<LoopStepStore, LoopStepReads, typeof WRITE_METHODS.loopSteps>,
   Unplaced<WorkerStore, WorkerReads, typeof WRITE_METHODS.workers>,
-] extends [never, never, never, never, never]
+  Unplaced<ToolSlotStore, 'held', typeof WRITE_METHODS.toolSlots>,
+] extends [never, never, never, never, never, never]
   ? true
   : false = true;
 void everyMethodPlaced;
@@ -78,6 +82,7 @@ const WRITES: Record<StorePart, ReadonlySet<string>> = {
   apiKeys: new Set(WRITE_METHODS.apiKeys),
   loopSteps: new Set(WRITE_METHODS.loopSteps),
   workers: new Set(WRITE_METHODS.workers),
+  toolSlots: new Set(WRITE_METHODS.toolSlots),
   monitor: new Set<string>(),
 };
 

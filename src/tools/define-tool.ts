@@ -62,6 +62,12 @@ export interface ToolDefinition<Input extends ToolInputSchema, Output> {
   /** Milliseconds per try before the signal is aborted; default 30000. */
   readonly timeoutMs?: number;
   /**
+   * At most this many calls of the tool run at once across every process sharing the store (a
+   * billing API that takes N requests at a time). A call waits for a free slot before it is
+   * reserved: while it waits nothing is sent and nothing is unknown. Default: no limit.
+   */
+  readonly concurrency?: number;
+  /**
    * `false` when the downstream system cannot take an idempotency key; then a reconcile hook is what
    * settles an unknown call, and `assertToolContract` requires one.
    */
@@ -109,6 +115,7 @@ const definitionSchema = z.object({
     if (problem !== undefined) ctx.addIssue({ code: 'custom', message: problem });
   }),
   timeoutMs: z.number().int().min(1).max(86_400_000).optional(),
+  concurrency: z.number().int().min(1).max(10_000).optional(),
   downstreamAcceptsKey: z.boolean().optional(),
   reconcile: fn('must be a function (record, context) => outcome').optional(),
   compensate: fn('must be a function (record, context) => result').optional(),

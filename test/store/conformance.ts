@@ -1100,6 +1100,50 @@ export function describeStoreConformance(
       });
     });
 
+    describe('tool slots', () => {
+      it('gives out at most the limit, frees a released slot, and keeps one released with a hold', async () => {
+        const s = await openOn(await freshDatabase());
+        expect(await s.toolSlots.acquire('billing', 2, 'h1', 60_000)).toBe(0);
+        expect(await s.toolSlots.acquire('billing', 2, 'h2', 60_000)).toBe(1);
+        expect(await s.toolSlots.acquire('billing', 2, 'h3', 60_000)).toBeUndefined();
+        expect(await s.toolSlots.acquire('other_tool', 2, 'h3', 60_000)).toBe(0);
+        await s.toolSlots.release('billing', 0, 'someone-else', 0); // not its holder: nothing changes
+        expect(await s.toolSlots.acquire('billing', 2, 'h3', 60_000)).toBeUndefined();
+        await s.toolSlots.release('billing', 0, 'h1', 0);
+        expect(await s.toolSlots.acquire('billing', 2, 'h3', 60_000)).toBe(0);
+        // A release with a hold (a request that may still land) keeps the slot until then.
+        await s.toolSlots.release('billing', 1, 'h2', 60_000);
+        expect(await s.toolSlots.acquire('billing', 2, 'h4', 60_000)).toBeUndefined();
+        expect((await s.toolSlots.held('billing')).map((h) => [h.slot, h.holder])).toEqual([
+          [0, 'h3'],
+          [1, 'h2'],
+        ]);
+      });
+
+      it('takes over a slot whose lease expired; its old holder can no longer renew it', async () => {
+        const s = await openOn(await freshDatabase());
+        expect(await s.toolSlots.acquire('billing', 1, 'crashed', 30)).toBe(0);
+        expect(await s.toolSlots.renew('billing', 0, 'crashed', 30)).toBe(true);
+        await sleep(80);
+        expect(await s.toolSlots.acquire('billing', 1, 'next', 60_000)).toBe(0);
+        expect(await s.toolSlots.renew('billing', 0, 'crashed', 60_000)).toBe(false);
+        expect(await s.toolSlots.renew('billing', 0, 'next', 60_000)).toBe(true);
+        expect((await s.toolSlots.held('billing')).map((h) => h.holder)).toEqual(['next']);
+      });
+
+      it('never gives out more than the limit to two stores taking slots at once', async () => {
+        const db = await freshDatabase();
+        const [a, b] = await Promise.all([openOn(db), openOn(db)]);
+        const taken = await Promise.all(
+          Array.from({ length: 12 }, (_, i) =>
+            (i % 2 === 0 ? a : b).toolSlots.acquire('billing', 3, `h${i}`, 60_000),
+          ),
+        );
+        expect(taken.filter((t) => t !== undefined).sort()).toEqual([0, 1, 2]);
+        expect(await a.toolSlots.held('billing')).toHaveLength(3);
+      });
+    });
+
     describe('transaction', () => {
       it('rolls back everything when fn throws', async () => {
         const existing = await reserveOne(request());

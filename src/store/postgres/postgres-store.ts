@@ -4,6 +4,7 @@ import { latestVersion, loadMigrations, schemaStateOf, tooNewError } from '../mi
 import type { ApiKeyStore } from '../api-key-store.js';
 import type { LoopStepStore } from '../loop-step-store.js';
 import type { WorkerStore } from '../worker-store.js';
+import type { ToolSlotStore } from '../tool-slot-store.js';
 import type { Wakeups } from '../wakeups.js';
 import type { MonitorStore } from '../monitor-store.js';
 import type { RunStore } from '../run-store.js';
@@ -12,6 +13,7 @@ import { PostgresApiKeys } from './api-keys.js';
 import { PostgresLedger, type Queryable } from './ledger.js';
 import { PostgresLoopSteps } from './loop-steps.js';
 import { PostgresWorkers } from './workers.js';
+import { PostgresToolSlots } from './tool-slots.js';
 import { PostgresWakeups } from './wakeups.js';
 import { renewIfStalePlan } from './prepared.js';
 import { PostgresMonitor } from './monitor.js';
@@ -103,6 +105,7 @@ export class PostgresStore implements Store {
   readonly apiKeys: ApiKeyStore;
   readonly loopSteps: LoopStepStore;
   readonly workers: WorkerStore;
+  readonly toolSlots: ToolSlotStore;
   readonly monitor: MonitorStore;
   /** Set once the schema is seen newer than this code: every write refuses with it. */
   private schemaTooNew: OncelyError | undefined;
@@ -128,6 +131,7 @@ export class PostgresStore implements Store {
     this.apiKeys = this.guard('apiKeys', new PostgresApiKeys(db));
     this.loopSteps = this.guard('loopSteps', new PostgresLoopSteps(db));
     this.workers = this.guard('workers', new PostgresWorkers(db));
+    this.toolSlots = this.guard('toolSlots', new PostgresToolSlots(db));
     this.monitor = new PostgresMonitor(db);
     // Another process's `oncely migrate` to a newer oncely: seen within SCHEMA_WATCH_MS.
     this.schemaWatch = setInterval(() => {

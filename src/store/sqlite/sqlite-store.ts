@@ -7,6 +7,7 @@ import { latestVersion, loadMigrations, schemaStateOf, tooNewError } from '../mi
 import type { ApiKeyStore } from '../api-key-store.js';
 import type { LoopStepStore } from '../loop-step-store.js';
 import type { WorkerStore } from '../worker-store.js';
+import type { ToolSlotStore } from '../tool-slot-store.js';
 import type { MonitorStore } from '../monitor-store.js';
 import type { RunStore } from '../run-store.js';
 import type { LedgerStore, MigrationReport, SchemaState, Store, StoreTx } from '../store.js';
@@ -15,6 +16,7 @@ import { SqliteApiKeys } from './api-keys.js';
 import { SqliteLedger } from './ledger.js';
 import { SqliteLoopSteps } from './loop-steps.js';
 import { SqliteWorkers } from './workers.js';
+import { SqliteToolSlots } from './tool-slots.js';
 import {
   recordStepIn,
   reserveStepIn,
@@ -68,6 +70,7 @@ export class SqliteStore implements Store {
   readonly apiKeys: ApiKeyStore;
   readonly loopSteps: LoopStepStore;
   readonly workers: WorkerStore;
+  readonly toolSlots: ToolSlotStore;
   readonly monitor: MonitorStore;
   /** The unwrapped stores on the write connection, used inside a transaction that holds the lock. */
   private readonly tx: StoreTx;
@@ -93,6 +96,7 @@ export class SqliteStore implements Store {
     this.apiKeys = this.route('apiKeys', new SqliteApiKeys(writer), new SqliteApiKeys(reader));
     this.loopSteps = this.route('loopSteps', new SqliteLoopSteps(writer), new SqliteLoopSteps(reader));
     this.workers = this.route('workers', new SqliteWorkers(writer), new SqliteWorkers(reader));
+    this.toolSlots = this.route('toolSlots', new SqliteToolSlots(writer), new SqliteToolSlots(reader));
     this.monitor = this.route('monitor', new SqliteMonitor(writer), new SqliteMonitor(reader));
   }
 

@@ -36,3 +36,14 @@ CREATE TRIGGER tool_executions_wake_settled AFTER UPDATE OF status ON tool_execu
 CREATE TRIGGER approvals_wake_settled AFTER UPDATE OF status ON approvals
   FOR EACH ROW WHEN (OLD.status = 'pending' AND NEW.status IN ('approved', 'rejected'))
   EXECUTE FUNCTION oncely_wake('settled');
+
+-- Cluster-wide tool limits (`concurrency` on a tool): slot n of a tool is held by one call at a time,
+-- under a lease its holder renews while the call runs; a crashed holder's slot comes back when its
+-- lease expires. A call whose outcome is unknown keeps its slot until its attempt can no longer land.
+CREATE TABLE tool_slots (
+  tool_name  text        NOT NULL,
+  slot       integer     NOT NULL CHECK (slot >= 0),
+  holder     text        NOT NULL,
+  expires_at timestamptz NOT NULL,
+  PRIMARY KEY (tool_name, slot)
+);

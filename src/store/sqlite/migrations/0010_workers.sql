@@ -13,3 +13,13 @@ CREATE TABLE workers (
 ) STRICT, WITHOUT ROWID;
 CREATE INDEX workers_by_heartbeat ON workers (heartbeat_at);
 CREATE INDEX runs_by_lease_owner ON runs (lease_owner) WHERE lease_owner IS NOT NULL;
+
+-- Cluster-wide tool limits (see the PostgreSQL migration): slot n of a tool is held by one call at a
+-- time, under a lease its holder renews.
+CREATE TABLE tool_slots (
+  tool_name  TEXT    NOT NULL,
+  slot       INTEGER NOT NULL CHECK (slot >= 0),
+  holder     TEXT    NOT NULL,
+  expires_at TEXT    NOT NULL,
+  PRIMARY KEY (tool_name, slot)
+) STRICT, WITHOUT ROWID;
