@@ -123,7 +123,16 @@ export function startWorker(runtime: Runtime, options: WorkerOptions = {}): Work
 
   const driveOne = async (run: RunRecord): Promise<void> => {
     const fields = { runId: run.runId, tenantId: run.tenantId, epoch: run.leaseEpoch };
-    log.info({ ...fields, agent: run.agent, status: run.status }, 'claimed run');
+    // A claim counts a drive; a drive that ends cleanly (a wait, an end, a hand-over) clears the
+    // count. More than one: the last drive did not end, its driver died, froze past its lease or failed.
+    if (run.driveAttempts > 1) {
+      log.warn(
+        { ...fields, agent: run.agent, driveAttempt: run.driveAttempts },
+        'took over run: its last drive did not end (its driver died, froze past its lease, or failed)',
+      );
+    } else {
+      log.info({ ...fields, agent: run.agent, status: run.status }, 'claimed run');
+    }
     try {
       logEnd(log, fields, await runtime.driveClaimed(run));
     } catch (error) {

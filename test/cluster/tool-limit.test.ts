@@ -1,11 +1,10 @@
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
 import { initialMessages } from '../../src/runs/messages.js';
 import { openStore, type Store } from '../../src/store/index.js';
 import { createTestDatabase, tempSqlitePath } from '../support/databases.js';
 import { OncelyProcess, waitFor } from '../support/processes.js';
+import { Billing } from './billing.js';
 
 /*
  * A cluster-wide tool limit under real worker processes: three workers (each driving up to four runs
@@ -19,50 +18,6 @@ const LIMIT = 2;
 const RUNS = 10;
 const TENANT = 'acme';
 const config = fileURLToPath(new URL('fixture/limited.yaml', import.meta.url));
-
-/** The billing service: one charge per idempotency key, the peak of requests in flight. */
-class Billing {
-  readonly charges = new Map<string, { receipt: string; pid: number }>();
-  readonly requests: { key: string; pid: number }[] = [];
-  readonly inFlight = new Map<string, number>();
-  peak = 0;
-  server: Server | undefined;
-
-  async start(): Promise<string> {
-    this.server = createServer((req, res) => {
-      const lookup = /^\/charges\/(.+)$/.exec(req.url ?? '');
-      if (req.method === 'GET' && lookup !== null) {
-        const charge = this.charges.get(decodeURIComponent(lookup[1]!));
-        res.writeHead(charge === undefined ? 404 : 200, { 'content-type': 'application/json' });
-        res.end(JSON.stringify(charge ?? { error: 'no such charge' }));
-        return;
-      }
-      let body = '';
-      req.on('data', (chunk: Buffer) => (body += chunk.toString('utf8')));
-      req.on('end', () => {
-        const key = String(req.headers['idempotency-key']);
-        const { pid } = JSON.parse(body) as { pid: number };
-        this.requests.push({ key, pid });
-        this.inFlight.set(key, pid);
-        this.peak = Math.max(this.peak, this.inFlight.size);
-        // The charge takes effect now; the answer comes 300 ms later (to a caller that may be gone).
-        if (!this.charges.has(key)) this.charges.set(key, { receipt: `ch_${this.charges.size + 1}`, pid });
-        setTimeout(() => {
-          this.inFlight.delete(key);
-          res.writeHead(200, { 'content-type': 'application/json' });
-          res.end(JSON.stringify(this.charges.get(key)));
-        }, 300);
-      });
-    });
-    await new Promise<void>((resolve) => this.server!.listen(0, '127.0.0.1', resolve));
-    return `http://127.0.0.1:${(this.server.address() as AddressInfo).port}`;
-  }
-
-  async stop(): Promise<void> {
-    this.server?.closeAllConnections();
-    await new Promise((resolve) => this.server?.close(resolve));
-  }
-}
 
 const cleanups: (() => unknown)[] = [];
 afterEach(async () => {
@@ -155,6 +110,8 @@ describe.each(['sqlite', 'postgres'] as const)('a tool limited cluster-wide, on 
       expect(record?.status).toBe('completed');
       expect(billing.requests.filter((r) => r.key === killedKey).length).toBe(1);
     }
+    // Another worker said it took over the killed one's run.
+    expect(workers.filter((w) => w !== victim).some((w) => w.stderr.includes('took over run'))).toBe(true);
     // The slots are free again (a finished call lets go of its slot at once).
     expect(await store.toolSlots.held('charge')).toEqual([]);
   }, 120_000);
