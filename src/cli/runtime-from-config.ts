@@ -3,6 +3,7 @@ import type { LedgerLog } from '../calls/index.js';
 import { loadConfig, type OncelyConfig } from '../config/index.js';
 import { OncelyError } from '../errors/index.js';
 import { openRuntime, type Runtime, type RuntimeOptions } from '../runs/index.js';
+import { RedisWakeups, publishingWakeups } from '../store/redis-wakeups.js';
 import { openStore, type Store } from '../store/index.js';
 import { databaseUrl } from './config.js';
 
@@ -65,13 +66,25 @@ export function assertDrivesRuns(config: OncelyConfig | undefined, what: string,
  * where no agent is driven); the database from `--database-url`, else `ONCELY_DATABASE_URL`, else the
  * file's `storage.database_url`, else the embedded default. A schema it does not know is refused.
  * The store is the command's to close, after the runtime (a stop closes it even if a run hangs).
+ * With `ONCELY_REDIS_URL`, wake-ups go over Redis (published after the writes that queue a run or
+ * settle a call commit), instead of PostgreSQL's LISTEN/NOTIFY.
  */
 export async function openCommandRuntime(
   config: OncelyConfig | undefined,
   flags: RuntimeFlags,
 ): Promise<CommandRuntime> {
   const url = flags.databaseUrl ?? config?.databaseUrl ?? databaseUrl(undefined);
-  const opened = await openStore(url, { create: flags.create === true });
+  const raw = await openStore(url, { create: flags.create === true });
+  const redisUrl = process.env.ONCELY_REDIS_URL?.trim();
+  let opened = raw;
+  if (redisUrl !== undefined && redisUrl !== '') {
+    try {
+      opened = publishingWakeups(raw, await RedisWakeups.open(redisUrl));
+    } catch (error) {
+      await raw.close();
+      throw error;
+    }
+  }
   const store = flags.wrapStore === undefined ? opened : flags.wrapStore(opened);
   try {
     const runtime = await openRuntime({

@@ -43,6 +43,8 @@ export interface WorkerLog {
 export interface Worker {
   /** Runs being driven right now. */
   readonly active: number;
+  /** Wake-ups heard since it started (LISTEN/NOTIFY or Redis). */
+  readonly wakeupsHeard: number;
   /**
    * Stops claiming; each run being driven lets go at its next step boundary (queued for another
    * worker at once); resolves when the loop has ended. What a step has in flight finishes first.
@@ -102,12 +104,14 @@ export function startWorker(runtime: Runtime, options: WorkerOptions = {}): Work
     else napping.abort();
   };
   let lastSweep = 0;
+  let wakeupsHeard = 0;
   // LISTEN/NOTIFY where the store has it: a queued run is claimed, a settled call swept, at once.
   const listener =
     options.wakeups === false
       ? undefined
       : runtime.store.wakeups?.listen({
           onWake: (kind) => {
+            wakeupsHeard += 1;
             if (kind === 'settled') lastSweep = 0;
             wake();
           },
@@ -194,6 +198,9 @@ export function startWorker(runtime: Runtime, options: WorkerOptions = {}): Work
   return {
     get active() {
       return drives.size;
+    },
+    get wakeupsHeard() {
+      return wakeupsHeard;
     },
     async stop() {
       stopping.abort();

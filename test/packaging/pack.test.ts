@@ -241,6 +241,7 @@ export async function resolve(specifier, context, next) {
       '@ai-sdk/openai',
       '@ai-sdk/anthropic',
       'fastify',
+      'ioredis',
     ]) {
       expect(packages.has(heavy), `${heavy} is loaded by import('oncely')`).toBe(false);
     }
