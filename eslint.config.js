@@ -45,7 +45,7 @@ export default defineConfig(
     },
   },
   {
-    files: ['scripts/**/*.mjs', 'test/**/*.mjs', 'eslint.config.js'],
+    files: ['scripts/**/*.mjs', 'test/**/*.mjs', 'bench/**/*.mjs', 'eslint.config.js'],
     ...tseslint.configs.disableTypeChecked,
     languageOptions: {
       ...tseslint.configs.disableTypeChecked.languageOptions,

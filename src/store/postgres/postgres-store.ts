@@ -29,6 +29,21 @@ import { isWriteMethod, type StorePart } from '../write-methods.js';
 import { asStoreError } from './pg-errors.js';
 import { DEADLOCK_DETECTED, LOCK_NOT_AVAILABLE, SERIALIZATION_FAILURE, UNDEFINED_TABLE } from './sqlstate.js';
 
+/**
+ * The settings of the hot statements' connections (prepared.ts). Each hot statement is planned once
+ * per connection, generically, and that plan is kept while its tables grow: a plan made on a young
+ * table, whose few pages make a sequential scan look cheapest, would go on scanning the whole table
+ * at every execution (a step's outcomes read every call ever recorded), and a bitmap scan of the
+ * claim index would read the whole backlog at every claim. Both are off on these connections, so the
+ * plan made on a table of any size reaches its rows by an index, in its order; every hot statement is
+ * written to need nothing else (test/store/plans.test.ts).
+ */
+export const HOT_SETTINGS = {
+  plan_cache_mode: 'force_generic_plan',
+  enable_seqscan: 'off',
+  enable_bitmapscan: 'off',
+} as const;
+
 /** Any fixed number: two processes migrating at once queue on this advisory lock. */
 const MIGRATION_LOCK = 0x6f6e63656c79;
 
@@ -157,7 +172,7 @@ export class PostgresStore implements Store {
 
   static async open(url: string, options: PostgresStoreOptions = {}): Promise<PostgresStore> {
     const timeouts = { ...DEFAULT_POSTGRES_TIMEOUTS, ...options.timeouts };
-    const poolFor = (plans: 'force_custom_plan' | 'force_generic_plan'): pg.Pool => {
+    const poolFor = (settings: Readonly<Record<string, string>>): pg.Pool => {
       const pool = new pg.Pool({
         connectionString: url,
         max: options.maxConnections ?? 10,
@@ -166,7 +181,9 @@ export class PostgresStore implements Store {
         statement_timeout: timeouts.statementMs,
         lock_timeout: timeouts.lockMs,
         idle_in_transaction_session_timeout: timeouts.idleInTransactionMs,
-        options: `-c plan_cache_mode=${plans}`,
+        options: Object.entries(settings)
+          .map(([name, value]) => `-c ${name}=${value}`)
+          .join(' '),
       });
       // An idle client's error (the server went away) must not crash the process; the next query reports it.
       pool.on('error', () => undefined);
@@ -174,8 +191,8 @@ export class PostgresStore implements Store {
     };
     // Statements planned for their values (lists, transactions); the hot statements on connections
     // of their own, under generic plans (prepared.ts).
-    const pool = poolFor('force_custom_plan');
-    const hotPool = poolFor('force_generic_plan');
+    const pool = poolFor({ plan_cache_mode: 'force_custom_plan' });
+    const hotPool = poolFor(HOT_SETTINGS);
     try {
       const { rows } = await pool.query<{ synchronous_commit: string }>('SHOW synchronous_commit');
       if (rows[0]?.synchronous_commit === 'off') {

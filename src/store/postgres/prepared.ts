@@ -2,9 +2,10 @@ import { FEATURE_NOT_SUPPORTED } from './sqlstate.js';
 
 /*
  * The hot statements (a guarded call's, a run step's) are prepared once per connection under a name
- * and run under one generic plan the server keeps (the store sends them on connections of their own
- * with `plan_cache_mode=force_generic_plan`): each is planned once per connection instead of at every
- * execution, where planning a step's statement cost more than running it.
+ * and run under one generic plan the server keeps (the store sends them on connections of their own,
+ * with `plan_cache_mode=force_generic_plan` and sequential scans off: HOT_SETTINGS in
+ * postgres-store.ts): each is planned once per connection instead of at every execution, where
+ * planning a step's statement cost more than running it.
  *
  * A generic plan is made without the values, from what the server knows of the tables when it is
  * made. The statements are written so that, on a table of any size, with statistics or without, the
@@ -12,14 +13,20 @@ import { FEATURE_NOT_SUPPORTED } from './sqlstate.js';
  * the table being written has no restriction of its own a listing index could serve (the claim of
  * the next run reads its own index, in the order it claims). On a table of a few pages the costs
  * tie and the server may pick a listing index, which costs nothing there but would cost a scan of
- * the tenant once the table has grown. So each statement is prepared anew (and planned again, on
- * the table as it then is) each time its count of executions in this process doubles past
- * REPLAN_FROM; the server also plans again after every ANALYZE of its tables.
+ * the tenant once the table has grown; and a sequential scan, cheapest on a table of a few pages,
+ * would read the whole table once it had grown, which is why those connections have them off. So
+ * each statement is prepared anew (and planned again, on the table as it then is) each time its
+ * count of executions in this process doubles past REPLAN_FROM; the server also plans again after
+ * every ANALYZE of its tables.
  * test/store/plans.test.ts checks the plans.
  */
 
-/** The count of executions from which a statement is prepared anew at each doubling. */
-export const REPLAN_FROM = 1_024;
+/**
+ * The count of executions from which a statement is prepared anew at each doubling: early, so the
+ * plans a worker made on a new database (tables of a few rows) are made again while the tables grow
+ * (after 16, 32, 64, ... executions: a planning per connection each time, some twenty in a lifetime).
+ */
+export const REPLAN_FROM = 16;
 
 interface Statement {
   readonly text: string;
