@@ -16,6 +16,7 @@ import { modelCases } from './model-cases.js';
 import { postgresCases, sqliteCases } from './oncely-cases.js';
 import { peerCases } from './peers.js';
 import { judge, markdown, summarise, type Environment } from './report.js';
+import { measureCluster } from './cluster.js';
 import { measureScale } from './scale.js';
 import { longRuns, type StorageReport } from './storage.js';
 
@@ -190,6 +191,7 @@ async function main(): Promise<void> {
     const storage: StorageReport = {
       longRuns: await longRuns(fresh, Number(process.env.BENCH_LONG_RUNS ?? 3), progress),
       scale: await measureScale(fresh, progress),
+      cluster: await measureCluster(fresh, progress),
     };
     progress('importing the package, five times');
     const env = await environment(admin, importCost());

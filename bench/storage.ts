@@ -13,6 +13,7 @@ import pg from 'pg';
 import { z } from 'zod';
 import { defineAgent, defineTool, external, openRuntime, openStore, scriptedModel } from '../src/index.js';
 import { median } from './measure.js';
+import { clusterMarkdown, type ClusterReport } from './cluster.js';
 import { scaleMarkdown, type ScaleResult } from './scale.js';
 
 export const STEPS = 200;
@@ -160,6 +161,8 @@ export async function longRuns(
 export interface StorageReport {
   readonly longRuns: readonly LongRunResult[];
   readonly scale?: ScaleResult;
+  /** Many workers: wake-up latency and cluster throughput (bench/cluster.ts). */
+  readonly cluster?: ClusterReport;
 }
 
 const ms = (n: number): string => (n >= 100 ? String(Math.round(n)) : n.toFixed(2));
@@ -187,5 +190,6 @@ export function storageMarkdown(report: StorageReport): string[] {
   }
   lines.push('');
   if (report.scale !== undefined) lines.push(...scaleMarkdown(report.scale));
+  if (report.cluster !== undefined) lines.push(...clusterMarkdown(report.cluster));
   return lines;
 }
