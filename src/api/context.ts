@@ -9,6 +9,7 @@ import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import type { Runtime } from '../runs/index.js';
 import type { Store } from '../store/index.js';
 import type { ApiMetrics } from './metrics.js';
+import type { RunEventBell } from './run-event-bell.js';
 
 /** The Fastify instance routes are registered on: zod schemas type every request and answer. */
 export type ApiApp = FastifyInstance<
@@ -28,6 +29,8 @@ export interface ApiContext {
   readonly metricsAuth: boolean;
   /** How often an event stream looks for new run events, and sends a keep-alive comment. */
   readonly events: { readonly pollMs: number; readonly heartbeatMs: number };
+  /** Hints that a run's events were written by another process: its streams read on at once. */
+  readonly bell: RunEventBell;
   /** Open event streams, ended when the server closes. */
   readonly streams: Set<AbortController>;
   /** Open event streams per API key id, for the per-key limit. */

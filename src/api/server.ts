@@ -15,6 +15,7 @@ import type { ApiApp, ApiContext } from './context.js';
 import { routeNotFound, sendError } from './http-errors.js';
 import { requestLogFields } from './log-redaction.js';
 import { ApiMetrics } from './metrics.js';
+import { RunEventBell } from './run-event-bell.js';
 import { apiKeyRoutes } from './routes/api-keys.js';
 import { approvalRoutes } from './routes/approvals.js';
 import { healthRoutes } from './routes/health.js';
@@ -80,6 +81,7 @@ export async function buildApiServer(options: ApiServerOptions): Promise<ApiApp>
     metrics: options.metrics ?? new ApiMetrics(),
     metricsAuth: options.metricsAuth ?? false,
     events: { pollMs: options.eventPollMs ?? 500, heartbeatMs: options.heartbeatMs ?? 15_000 },
+    bell: new RunEventBell(options.runtime.store.wakeups),
     streams: new Set(),
     streamsByKey: new Map(),
     streamLimits: {
@@ -152,6 +154,9 @@ function installHooks(app: ApiApp, ctx: ApiContext): void {
   app.addHook('preClose', (done) => {
     for (const stream of ctx.streams) stream.abort();
     done();
+  });
+  app.addHook('onClose', async () => {
+    await ctx.bell.close();
   });
 }
 

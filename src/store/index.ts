@@ -55,4 +55,4 @@ export type { MonitorStore, StoreStats, UnknownCallFilter } from './monitor-stor
 export type { LoopStep, LoopStepStore, NewLoopStep } from './loop-step-store.js';
 export type { HeldRun, WorkerBeat, WorkerStore, WorkerView } from './worker-store.js';
 export type { ToolSlotStore } from './tool-slot-store.js';
-export type { WakeKind, WakeListener, WakeListenOptions, Wakeups } from './wakeups.js';
+export type { RunEventWatch, WakeKind, WakeListener, WakeListenOptions, Wakeups } from './wakeups.js';

@@ -1,6 +1,9 @@
 import type { Redis, RedisOptions } from 'ioredis';
 import type { Store, StoreTx, TransitionRequest, TransitionResult } from './store.js';
+import { isWriteMethod } from './write-methods.js';
 import {
+  parseRunEventsHint,
+  runEventsHint,
   WAKE_KINDS,
   type WakeKind,
   type WakeListener,
@@ -10,6 +13,8 @@ import {
 
 /** The channel wake-ups are published on. */
 export const REDIS_WAKE_CHANNEL = 'oncely:wake';
+/** The channel run-event hints are published on (tenant and run id, by the process that wrote them). */
+export const REDIS_RUN_EVENTS_CHANNEL = 'oncely:run-events';
 
 /** Reconnects: 0.1 s doubling to 5 s, forever until closed (ioredis resubscribes on its own). */
 const retryStrategy = (times: number): number => Math.min(5_000, 100 * 2 ** Math.min(times, 6));
@@ -50,6 +55,13 @@ export class RedisWakeups implements Wakeups {
     void this.publisher.publish(REDIS_WAKE_CHANNEL, kind).catch(() => undefined);
   }
 
+  /** Publishes that a run's events were written; a Redis that is away drops it (streams read on). */
+  publishRunEvents(tenantId: string, runId: string): void {
+    void this.publisher
+      .publish(REDIS_RUN_EVENTS_CHANNEL, runEventsHint(tenantId, runId))
+      .catch(() => undefined);
+  }
+
   listen(listen: WakeListenOptions): WakeListener {
     const subscriber = new this.RedisClass(this.url, subscriberOptions());
     let listening = false;
@@ -63,6 +75,9 @@ export class RedisWakeups implements Wakeups {
     subscriber.on('message', (channel: string, message: string) => {
       if (channel === REDIS_WAKE_CHANNEL && WAKE_KINDS.includes(message as WakeKind)) {
         listen.onWake(message as WakeKind);
+      } else if (channel === REDIS_RUN_EVENTS_CHANNEL) {
+        const run = parseRunEventsHint(message);
+        if (run !== undefined) listen.onRunEvents?.(run.tenantId, run.runId);
       }
     });
     // Subscribed again after every reconnect (ioredis re-sends SUBSCRIBE when it is ready).
@@ -74,7 +89,11 @@ export class RedisWakeups implements Wakeups {
     };
     subscriber.on('error', lost);
     subscriber.on('close', () => lost(new Error('the Redis connection closed')));
-    void subscriber.subscribe(REDIS_WAKE_CHANNEL).then(
+    const channels =
+      listen.onRunEvents === undefined
+        ? [REDIS_WAKE_CHANNEL]
+        : [REDIS_WAKE_CHANNEL, REDIS_RUN_EVENTS_CHANNEL];
+    void subscriber.subscribe(...channels).then(
       () => {
         subscribed = true;
         markListening();
@@ -100,6 +119,43 @@ export class RedisWakeups implements Wakeups {
   }
 }
 
+interface RunRef {
+  readonly tenantId: string;
+  readonly runId: string;
+}
+
+/** The run writes that write run events (each tells the run's event streams to read on). */
+const RUN_EVENT_WRITES: ReadonlySet<string> = new Set([
+  'create',
+  'claimNext',
+  'claim',
+  'saveCheckpoint',
+  'release',
+  'retry',
+  'requeue',
+  'cancel',
+  'appendEvent',
+]);
+
+const isRunRef = (value: unknown): value is RunRef =>
+  typeof value === 'object' &&
+  value !== null &&
+  typeof (value as RunRef).tenantId === 'string' &&
+  typeof (value as RunRef).runId === 'string';
+
+/** The run a write was about: its answer's run, its request's (or its fence's), or (tenantId, runId). */
+function runOf(args: readonly unknown[], result: unknown): RunRef | undefined {
+  if (isRunRef(result)) return result;
+  const created = (result as { run?: unknown } | undefined)?.run;
+  if (isRunRef(created)) return created;
+  const [first, second] = args;
+  if (isRunRef(first)) return first;
+  const fence = (first as { fence?: unknown } | undefined)?.fence;
+  if (isRunRef(fence)) return fence;
+  if (typeof first === 'string' && typeof second === 'string') return { tenantId: first, runId: second };
+  return undefined;
+}
+
 /** What a transition tells a waiting run: a settled unknown call (from indeterminate, or by an operator or hook). */
 function settlesWaiting(request: TransitionRequest, result: TransitionResult): boolean {
   return result.applied && (request.expect.status === 'indeterminate' || request.actor.kind !== 'runtime');
@@ -112,7 +168,11 @@ function settlesWaiting(request: TransitionRequest, result: TransitionResult): b
  * published after the commit.
  */
 export function publishingWakeups(store: Store, redis: RedisWakeups): Store {
-  const wrapTx = (tx: StoreTx, publish: (kind: WakeKind) => void): StoreTx => ({
+  const wrapTx = (
+    tx: StoreTx,
+    publish: (kind: WakeKind) => void,
+    publishRun: (run: RunRef) => void,
+  ): StoreTx => ({
     ledger: new Proxy(tx.ledger, {
       get(target, property, receiver) {
         const value: unknown = Reflect.get(target, property, receiver);
@@ -145,16 +205,23 @@ export function publishingWakeups(store: Store, redis: RedisWakeups): Store {
               ? 'settled'
               : undefined;
         const bound = (value as (...a: unknown[]) => Promise<unknown>).bind(target);
-        if (kind === undefined) return bound;
+        if (typeof property !== 'string' || !isWriteMethod('runs', property)) return bound;
         return async (...args: unknown[]) => {
           const result = await bound(...args);
-          if (result !== undefined && result !== false) publish(kind);
+          const wrote = result !== undefined && result !== false;
+          if (wrote && kind !== undefined) publish(kind);
+          const run = wrote && RUN_EVENT_WRITES.has(property) ? runOf(args, result) : undefined;
+          if (run !== undefined) publishRun(run);
           return result;
         };
       },
     }),
   });
-  const direct = wrapTx(store, (kind) => redis.publish(kind));
+  const direct = wrapTx(
+    store,
+    (kind) => redis.publish(kind),
+    (run) => redis.publishRunEvents(run.tenantId, run.runId),
+  );
   return {
     dialect: store.dialect,
     ledger: direct.ledger,
@@ -165,15 +232,35 @@ export function publishingWakeups(store: Store, redis: RedisWakeups): Store {
     toolSlots: store.toolSlots,
     monitor: store.monitor,
     wakeups: redis,
-    reserveStep: (request) => store.reserveStep(request),
-    recordStep: (request) => store.recordStep(request),
+    reserveStep: async (request) => {
+      const result = await store.reserveStep(request);
+      if (result !== undefined) redis.publishRunEvents(request.save.fence.tenantId, request.save.fence.runId);
+      return result;
+    },
+    recordStep: async (request) => {
+      const result = await store.recordStep(request);
+      if (typeof result.version === 'number') {
+        redis.publishRunEvents(request.save.fence.tenantId, request.save.fence.runId);
+      }
+      return result;
+    },
     migrate: () => store.migrate(),
     schemaState: () => store.schemaState(),
     probe: () => store.probe(),
     transaction: async <T>(fn: (tx: StoreTx) => Promise<T>): Promise<T> => {
       const kinds = new Set<WakeKind>();
-      const value = await store.transaction((tx) => fn(wrapTx(tx, (kind) => kinds.add(kind))));
+      const runs = new Map<string, RunRef>();
+      const value = await store.transaction((tx) =>
+        fn(
+          wrapTx(
+            tx,
+            (kind) => kinds.add(kind),
+            (run) => runs.set(runEventsHint(run.tenantId, run.runId), run),
+          ),
+        ),
+      );
       for (const kind of kinds) redis.publish(kind);
+      for (const run of runs.values()) redis.publishRunEvents(run.tenantId, run.runId);
       return value;
     },
     close: async () => {

@@ -9,15 +9,34 @@ export type WakeKind =
   /** An unknown call was settled or an approval decided: a waiting run may go on (sweep now). */
   | 'settled';
 
+/** A listener's watch on one run's events (see `WakeListener.watchRunEvents`). */
+export interface RunEventWatch {
+  /** Settles once the watch is in place (or could not be placed: hints are speed only). */
+  readonly ready: Promise<void>;
+  /** Ends this watch. */
+  unwatch(): void;
+}
+
 export interface WakeListener {
   /** True while the listening connection is up. */
   readonly listening: boolean;
+  /**
+   * Where hints are sent only for watched runs (PostgreSQL: a NOTIFY would serialize every step's
+   * commit), asks for the run's; absent where every run's events are hinted (Redis).
+   */
+  watchRunEvents?(tenantId: string, runId: string): RunEventWatch;
   /** Stops listening and closes the connection. */
   close(): Promise<void>;
 }
 
 export interface WakeListenOptions {
   readonly onWake: (kind: WakeKind) => void;
+  /**
+   * Told when events were written for a run (on PostgreSQL by a trigger, on commit; over Redis by the
+   * writing process, after it). Heard only by a listener that asks (an API process streaming run
+   * events), so workers are not told of every step. Speed, never truth: a stream still reads on.
+   */
+  readonly onRunEvents?: (tenantId: string, runId: string) => void;
   /** Told when the connection is lost (with why) and when it listens again. */
   readonly onState?: (state: 'listening' | 'lost', error?: unknown) => void;
 }
@@ -28,3 +47,17 @@ export interface Wakeups {
 }
 
 export const WAKE_KINDS: readonly WakeKind[] = ['queued', 'settled'];
+
+/** A run's key in a run-events hint: tenant and run id, joined by the unit separator. */
+export const RUN_EVENTS_SEPARATOR = '\u001f';
+
+export function runEventsHint(tenantId: string, runId: string): string {
+  return `${tenantId}${RUN_EVENTS_SEPARATOR}${runId}`;
+}
+
+/** The tenant and run of a hint, or undefined for one that is not. */
+export function parseRunEventsHint(hint: string): { tenantId: string; runId: string } | undefined {
+  const at = hint.indexOf(RUN_EVENTS_SEPARATOR);
+  if (at <= 0 || at === hint.length - 1) return undefined;
+  return { tenantId: hint.slice(0, at), runId: hint.slice(at + 1) };
+}

@@ -230,8 +230,7 @@ describe.each(STORE_KINDS)('oncely/ai-sdk durable loop on %s', (kind) => {
         ?.flatMap((m) => (m.role === 'tool' ? m.content : []))
         .flatMap((p) => (p.type === 'tool-result' ? [p.output] : []));
     const output = heard(model.doGenerateCalls[1]?.prompt)?.[0] as
-      | { type: string; value: { status: string; note: string } }
-      | undefined;
+      { type: string; value: { status: string; note: string } } | undefined;
     expect(output?.type).toBe('error-json');
     expect(output?.value.status).toBe('not_attempted');
     expect(output?.value.note).toMatch(/did not take effect/);

@@ -1,5 +1,4 @@
 import { Readable } from 'node:stream';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { z } from 'zod/v4';
 import { OncelyError } from '../../errors/index.js';
 import { isFinalRunStatus } from '../../run-state/index.js';
@@ -7,6 +6,7 @@ import type { Store } from '../../store/index.js';
 import { principal } from '../auth/authenticate.js';
 import { BEARER, type ApiApp, type ApiContext } from '../context.js';
 import { toRunEvent } from '../present.js';
+import type { RunEar } from '../run-event-bell.js';
 import { authErrors, errorEnvelopeSchema, runIdSchema } from '../schemas/common.js';
 import { runEventsQuery } from '../schemas/runs.js';
 
@@ -58,7 +58,9 @@ export function runEventRoutes(app: ApiApp, ctx: ApiContext): void {
       release();
     });
     const live = { tenantId, keyId: key.keyId };
-    const lines = eventLines(ctx.store, { tenantId, runId, after }, ctx.events, stop.signal, live);
+    const ear = ctx.bell.open(tenantId, runId);
+    reply.raw.on('close', () => ear.close());
+    const lines = eventLines(ctx.store, { tenantId, runId, after }, ctx.events, stop.signal, live, ear);
     return (
       reply
         .header('content-type', 'text/event-stream; charset=utf-8')
@@ -109,11 +111,16 @@ async function* eventLines(
   timing: { pollMs: number; heartbeatMs: number },
   signal: AbortSignal,
   key: { tenantId: string; keyId: string },
+  ear: RunEar,
 ): AsyncGenerator<string> {
   let last = at.after;
   let lastWrite = Date.now();
   let keyCheckedAt = Date.now();
   yield `retry: 2000\n: events of ${at.runId}\n\n`;
+  // Hints for the run are heard before the first read, so nothing written after it goes unheard.
+  let giveUp: NodeJS.Timeout | undefined;
+  await Promise.race([ear.ready, new Promise((resolve) => (giveUp = setTimeout(resolve, 1_000)))]);
+  clearTimeout(giveUp);
   while (!signal.aborted) {
     // The key is looked up again at least every second, in the database: a key revoked through any
     // API process ends its streams on every process.
@@ -139,6 +146,7 @@ async function* eventLines(
       yield ': keep-alive\n\n';
       lastWrite = Date.now();
     }
-    await sleep(timing.pollMs, undefined, { signal }).catch(() => undefined);
+    // Until the next poll, or sooner when a process writes this run's events (LISTEN/NOTIFY, Redis).
+    await ear.wait(timing.pollMs, signal);
   }
 }
