@@ -3,11 +3,10 @@ import { runEventsHint } from '../store/wakeups.js';
 
 /** One event stream's ear on its run: rung when another process wrote the run's events. */
 export interface RunEar {
-  /** Settles once hints for the run can be heard (bounded; a stream reads on its timer anyway). */
-  readonly ready: Promise<void>;
   /**
    * Resolves when the run's events were rung since the last wait (at once, if they were while the
-   * stream was reading), after `ms`, or when `signal` aborts; whichever comes first.
+   * stream was reading; also once when the run's watch is in place), after `ms`, or when `signal`
+   * aborts; whichever comes first.
    */
   wait(ms: number, signal: AbortSignal): Promise<void>;
   /** Stops listening for this stream. */
@@ -56,8 +55,13 @@ export class RunEventBell {
     }
     ears.add(ear);
     const watch = this.#listener?.watchRunEvents?.(tenantId, runId);
+    // Once the watch is in place the stream reads once more: what was written between its first
+    // read and the watch was not hinted.
+    void watch?.ready.then(() => {
+      ear.rung = true;
+      ear.wake?.();
+    });
     return {
-      ready: watch === undefined ? Promise.resolve() : watch.ready,
       wait: (ms, signal) => {
         if (ear.rung || signal.aborted) {
           ear.rung = false;

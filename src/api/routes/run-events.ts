@@ -117,10 +117,6 @@ async function* eventLines(
   let lastWrite = Date.now();
   let keyCheckedAt = Date.now();
   yield `retry: 2000\n: events of ${at.runId}\n\n`;
-  // Hints for the run are heard before the first read, so nothing written after it goes unheard.
-  let giveUp: NodeJS.Timeout | undefined;
-  await Promise.race([ear.ready, new Promise((resolve) => (giveUp = setTimeout(resolve, 1_000)))]);
-  clearTimeout(giveUp);
   while (!signal.aborted) {
     // The key is looked up again at least every second, in the database: a key revoked through any
     // API process ends its streams on every process.
