@@ -26,6 +26,14 @@ export function numbered(at: number): (i: number) => string {
 export const [REOPENABLE] = RESERVABLE_STATUSES;
 
 /**
+ * The statement's one instant: oncely_now() reads the clock each time it is called, so columns that
+ * must be equal (a new record's created_at, updated_at and attempt_started_at) take it from here
+ * (a volatile CTE is computed once) instead of each calling it, which across a millisecond's edge
+ * gave them different values.
+ */
+const CLOCK = 'clock AS (SELECT oncely_now() AS at)';
+
+/**
  * All calls of one model response in one statement: insert each new key as `started` and leave every
  * existing record alone (the caller reads it and asks the decision table). The rows it returns are
  * the ones this caller now holds; the history event is written by the same statement. Keys are
@@ -35,16 +43,17 @@ export const [REOPENABLE] = RESERVABLE_STATUSES;
  */
 export function reserveCtes(at: number, when?: string): string {
   const p = numbered(at);
-  return `req AS (
+  return `${CLOCK}, req AS (
   SELECT * FROM unnest(${p(1)}::text[], ${p(2)}::text[], ${p(3)}::text[], ${p(4)}::text[], ${p(5)}::text[], ${p(6)}::jsonb[],
                        ${p(7)}::text[], ${p(8)}::text[], ${p(12)}::integer[])
     AS r(idempotency_key, run_id, tool_call_id, tool_name, effect, args, args_digest, compensation_of,
          attempt_timeout_ms)
 ), up AS (
   INSERT INTO tool_executions AS t (tenant_id, idempotency_key, run_id, tool_call_id, tool_name, effect,
-    args, args_digest, status, attempt, version, compensation_of, attempt_timeout_ms)
+    args, args_digest, status, attempt, version, compensation_of, attempt_timeout_ms, created_at, updated_at,
+    attempt_started_at)
   SELECT ${p(9)}, idempotency_key, run_id, tool_call_id, tool_name, effect, args, args_digest, 'started', 1, 1,
-    compensation_of, attempt_timeout_ms
+    compensation_of, attempt_timeout_ms, (SELECT at FROM clock), (SELECT at FROM clock), (SELECT at FROM clock)
   FROM req${when === undefined ? '' : ` WHERE ${when}`} ORDER BY idempotency_key
   ON CONFLICT (tenant_id, idempotency_key) DO NOTHING
   RETURNING t.*
@@ -93,10 +102,12 @@ RETURNING *`,
  */
 export const RESERVE_ONE = {
   postgres: `
-WITH up AS (
+WITH ${CLOCK}, up AS (
   INSERT INTO tool_executions AS t (tenant_id, idempotency_key, run_id, tool_call_id, tool_name, effect,
-    args, args_digest, status, attempt, version, compensation_of, attempt_timeout_ms)
-  VALUES ($9, $1, $2, $3, $4, $5, $6::jsonb, $7, 'started', 1, 1, $8, $12::integer)
+    args, args_digest, status, attempt, version, compensation_of, attempt_timeout_ms, created_at, updated_at,
+    attempt_started_at)
+  VALUES ($9, $1, $2, $3, $4, $5, $6::jsonb, $7, 'started', 1, 1, $8, $12::integer,
+    (SELECT at FROM clock), (SELECT at FROM clock), (SELECT at FROM clock))
   ON CONFLICT (tenant_id, idempotency_key) DO NOTHING
   RETURNING t.*
 ), ${reservedEvents('$10', '$11')}
@@ -148,10 +159,10 @@ export function reserveParams(fresh: readonly ReserveRequest[], actor: Actor): u
  */
 export const REOPEN = {
   postgres: `
-WITH up AS (
+WITH ${CLOCK}, up AS (
   UPDATE tool_executions SET
     status = 'started', attempt = attempt + 1, version = version + 1,
-    updated_at = oncely_now(), attempt_started_at = oncely_now(), attempt_timeout_ms = $5,
+    updated_at = (SELECT at FROM clock), attempt_started_at = (SELECT at FROM clock), attempt_timeout_ms = $5,
     result = NULL, result_reference = NULL, error = NULL,
     settled_at = NULL, settled_by_kind = NULL, settled_by_id = NULL
   WHERE tenant_id = $1 AND idempotency_key = $2 AND status = $3 AND version = $4

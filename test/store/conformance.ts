@@ -200,6 +200,20 @@ export function describeStoreConformance(
     }
 
     describe('reserve', () => {
+      it('stamps a new record once: created, updated and attempt started are one instant, in a batch of 2,000', async () => {
+        // Each read of the clock by itself put a millisecond's edge between a record's stamps now and then.
+        const batch = Array.from({ length: 2_000 }, (_, i) =>
+          request({ idempotencyKey: `run_stamp:call_${i}`, runId: 'run_stamp', toolCallId: `call_${i}` }),
+        );
+        const results = await store.ledger.reserve(batch, RUNTIME);
+        const apart = results.filter(
+          (r) =>
+            r.record.createdAt !== r.record.attemptStartedAt || r.record.createdAt !== r.record.updatedAt,
+        );
+        expect(results).toHaveLength(2_000);
+        expect(apart.map((r) => r.record.idempotencyKey)).toEqual([]);
+      });
+
       it('reserves a new key as started, attempt 1, version 1, with a reserve event', async () => {
         const req = request();
         const [result, ...rest] = await store.ledger.reserve([req], RUNTIME);
