@@ -41,6 +41,9 @@ const CLOCK = 'clock AS (SELECT oncely_now() AS at)';
  * expressions (req, up, ev), with parameters from `$at`; with `when`, rows are inserted only where it
  * holds (a step's reservations, only once its response is saved).
  */
+/** How many parameters reserveCtes takes (reserveParams' length). */
+export const RESERVE_PARAMS = 12;
+
 export function reserveCtes(at: number, when?: string): string {
   const p = numbered(at);
   return `${CLOCK}, req AS (
@@ -233,6 +236,9 @@ WHERE tenant_id = @tenantId AND idempotency_key = @idempotencyKey`,
  * applied, with the request's position (`n`); the caller handles each that did not as TRANSITION's.
  * These are its common table expressions (req, locked, u, ev), with parameters from `$at`.
  */
+/** How many parameters transitionsCtes takes (transitionsParams' length). */
+export const TRANSITIONS_PARAMS = 16;
+
 export function transitionsCtes(at: number): string {
   const p = numbered(at);
   return `req AS (

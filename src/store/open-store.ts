@@ -1,7 +1,7 @@
 import { resolve } from 'node:path';
 import { OncelyError } from '../errors/index.js';
 import { assertSchemaCurrent } from './migrations.js';
-import type { PostgresTimeouts } from './postgres/index.js';
+import type { GroupCommitSettings, PostgresTimeouts } from './postgres/index.js';
 import type { Store } from './store.js';
 
 export const DEFAULT_DATABASE_URL = 'sqlite:.oncely/oncely.db';
@@ -19,6 +19,12 @@ export interface OpenStoreOptions {
    * `ONCELY_PG_LOCK_TIMEOUT_MS`, `ONCELY_PG_IDLE_IN_TRANSACTION_TIMEOUT_MS` (0 turns one off).
    */
   readonly postgresTimeouts?: PostgresTimeouts;
+  /**
+   * PostgreSQL only: the group commit of run steps' writes across runs (`false`: each alone). The
+   * environment's `ONCELY_PG_GROUP_COMMIT` (`off` or `<maxGroup>x<maxInFlight>`) applies where this
+   * is not given; the default is 16 writes a statement, 2 statements of each kind in flight.
+   */
+  readonly groupCommit?: GroupCommitSettings | false;
   /**
    * SQLite only: create the database when there is none at the path (default true). A deployment
    * whose database must already exist passes `false` (`oncely serve` and `oncely worker` do, unless
@@ -62,7 +68,7 @@ export async function openStore(
 /** Connects without touching or checking the schema (for `oncely migrate`). Prefer `openStore`. */
 export async function connectStore(
   url: string,
-  options: Pick<OpenStoreOptions, 'warn' | 'postgresTimeouts' | 'create'> = {},
+  options: Pick<OpenStoreOptions, 'warn' | 'postgresTimeouts' | 'create' | 'groupCommit'> = {},
 ): Promise<Store> {
   if (url.startsWith('sqlite:')) {
     const path = url.slice('sqlite:'.length).replace(/^\/\/(?=\/)/, '');
@@ -77,8 +83,10 @@ export async function connectStore(
   }
   if (url.startsWith('postgres://') || url.startsWith('postgresql://')) {
     const { PostgresStore } = await import('./postgres/index.js');
+    const groupCommit = options.groupCommit ?? groupCommitFromEnv(process.env);
     return PostgresStore.open(url, {
       ...(options.warn === undefined ? {} : { warn: options.warn }),
+      ...(groupCommit === undefined ? {} : { groupCommit }),
       timeouts: { ...timeoutsFromEnv(process.env), ...options.postgresTimeouts },
     });
   }
@@ -95,6 +103,26 @@ const TIMEOUT_ENV = {
 const SQLITE_LOCK_WAIT_ENV = 'ONCELY_SQLITE_LOCK_WAIT_MS';
 
 /** The PostgreSQL timeouts the environment sets; a value that is not a whole number of ms is refused. */
+/**
+ * `ONCELY_PG_GROUP_COMMIT`: `off` sends each step write alone; `<maxGroup>x<maxInFlight>` (e.g.
+ * `16x2`, the default) sets the group commit's bounds; unset or blank: the default.
+ */
+export function groupCommitFromEnv(env: NodeJS.ProcessEnv): GroupCommitSettings | false | undefined {
+  const raw = env.ONCELY_PG_GROUP_COMMIT?.trim();
+  if (raw === undefined || raw === '') return undefined;
+  if (raw === 'off') return false;
+  const match = /^(\d{1,3})x(\d{1,2})$/.exec(raw);
+  const [maxGroup, maxInFlight] = [Number(match?.[1]), Number(match?.[2])];
+  if (match === null || maxGroup < 1 || maxGroup > 64 || maxInFlight < 1) {
+    throw new OncelyError(
+      'CONFIG_INVALID',
+      `ONCELY_PG_GROUP_COMMIT=${JSON.stringify(raw)} is not a group commit setting: use off, or ` +
+        '<maxGroup>x<maxInFlight> such as 16x2 (a group of 1 to 64 writes, at least 1 statement in flight)',
+    );
+  }
+  return { maxGroup, maxInFlight };
+}
+
 export function timeoutsFromEnv(env: NodeJS.ProcessEnv): PostgresTimeouts {
   const timeouts: { statementMs?: number; lockMs?: number; idleInTransactionMs?: number } = {};
   for (const [field, name] of Object.entries(TIMEOUT_ENV) as [keyof PostgresTimeouts, string][]) {

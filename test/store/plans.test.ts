@@ -7,6 +7,7 @@ import { scriptedModel } from '../../src/models/index.js';
 import { Runtime } from '../../src/runs/index.js';
 import { openStore } from '../../src/store/index.js';
 import { hotStatements } from '../../src/store/postgres/prepared.js';
+import { stepGroupStatement } from '../../src/store/postgres/steps.js';
 import { HOT_SETTINGS } from '../../src/store/postgres/postgres-store.js';
 import { UNKNOWN_CALLS } from '../../src/store/monitor-sql.js';
 import { APPROVALS_PAGE, LIST_WAITING, RUN_EVENTS } from '../../src/store/runs-sql.js';
@@ -100,7 +101,10 @@ describe('generic plans of the hot statements (PostgreSQL)', () => {
   afterAll(() => db.drop());
 
   it(`reaches each row by primary key on tables of ${ROWS} rows of one tenant that were never analyzed`, async () => {
-    const statements = hotStatements();
+    const statements = new Map(hotStatements());
+    // The group commit's statements of two runs' step writes (each part planned as the single one).
+    statements.set('oncely_reserve_steps_2', stepGroupStatement('reserve', 2));
+    statements.set('oncely_record_steps_2', stepGroupStatement('record', 2));
     expect([...statements.keys()].sort()).toEqual(
       expect.arrayContaining([
         'oncely_claim',

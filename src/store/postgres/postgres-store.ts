@@ -18,7 +18,15 @@ import { PostgresWakeups } from './wakeups.js';
 import { renewIfStalePlan } from './prepared.js';
 import { PostgresMonitor } from './monitor.js';
 import { PostgresRuns } from './runs.js';
-import { recordStep, reserveStep } from './steps.js';
+import {
+  recordStep,
+  recordStepParams,
+  recordSteps,
+  reserveStep,
+  reserveStepParams,
+  reserveSteps,
+} from './steps.js';
+import { GroupCommit, type GroupCommitStats } from './group-commit.js';
 import type {
   RecordStepRequest,
   RecordStepResult,
@@ -74,7 +82,20 @@ export interface PostgresStoreOptions {
   readonly warn?: (message: string) => void;
   readonly maxConnections?: number;
   readonly timeouts?: PostgresTimeouts;
+  /**
+   * Group commit of the run steps' writes (group-commit.ts): up to `maxGroup` runs' writes of one
+   * kind in one statement, at most `maxInFlight` such statements of each kind at once. `false` sends
+   * each write alone.
+   */
+  readonly groupCommit?: GroupCommitSettings | false;
 }
+
+export interface GroupCommitSettings {
+  readonly maxGroup: number;
+  readonly maxInFlight: number;
+}
+
+export const DEFAULT_GROUP_COMMIT: GroupCommitSettings = { maxGroup: 16, maxInFlight: 2 };
 
 /** SQLSTATEs after which a single statement outside a transaction was rolled back whole: safe to repeat. */
 const TRANSIENT = new Set([SERIALIZATION_FAILURE, DEADLOCK_DETECTED, LOCK_NOT_AVAILABLE]);
@@ -131,16 +152,41 @@ export class PostgresStore implements Store {
   private readonly db: Queryable;
   /** The ledger unguarded, for the step writes (which check the schema themselves). */
   private readonly rawLedger: PostgresLedger;
+  /** The step writes, grouped across runs (undefined: each alone). */
+  private readonly reserveGroup: GroupCommit<ReserveStepRequest, ReserveStepResult> | undefined;
+  private readonly recordGroup: GroupCommit<RecordStepRequest, RecordStepResult> | undefined;
 
   private constructor(
     private readonly pool: pg.Pool,
     private readonly hotPool: pg.Pool,
     /** LISTEN/NOTIFY wake-ups, each listener on a connection of its own. */
     readonly wakeups: Wakeups,
+    groupCommit: GroupCommitSettings | false,
   ) {
     const db = retrying(pool, hotPool);
     this.db = db;
     this.rawLedger = new PostgresLedger(db);
+    const ledger = this.rawLedger;
+    if (groupCommit !== false) {
+      const runOf = (save: { fence: { tenantId: string; runId: string } }): string =>
+        `run\u0000${save.fence.tenantId}\u0000${save.fence.runId}`;
+      const keyOf = (r: { tenantId: string; idempotencyKey: string }): string =>
+        `key\u0000${r.tenantId}\u0000${r.idempotencyKey}`;
+      this.reserveGroup = new GroupCommit({
+        ...groupCommit,
+        check: (request) => void reserveStepParams(request),
+        touches: (request) => [runOf(request.save), ...request.reservations.map(keyOf)],
+        single: (request) => reserveStep(db, ledger, request),
+        group: (requests) => reserveSteps(db, ledger, requests),
+      });
+      this.recordGroup = new GroupCommit({
+        ...groupCommit,
+        check: (request) => void recordStepParams(request),
+        touches: (request) => [runOf(request.save), ...request.transitions.map(keyOf)],
+        single: (request) => recordStep(db, ledger, request),
+        group: (requests) => recordSteps(db, ledger, requests),
+      });
+    }
     this.ledger = this.guard('ledger', this.rawLedger);
     this.runs = this.guard('runs', new PostgresRuns(db));
     this.apiKeys = this.guard('apiKeys', new PostgresApiKeys(db));
@@ -211,7 +257,12 @@ export class PostgresStore implements Store {
         },
       );
     }
-    return new PostgresStore(pool, hotPool, new PostgresWakeups(url));
+    return new PostgresStore(
+      pool,
+      hotPool,
+      new PostgresWakeups(url),
+      options.groupCommit ?? DEFAULT_GROUP_COMMIT,
+    );
   }
 
   async transaction<T>(fn: (tx: StoreTx) => Promise<T>): Promise<T> {
@@ -250,12 +301,20 @@ export class PostgresStore implements Store {
 
   async reserveStep(request: ReserveStepRequest): Promise<ReserveStepResult> {
     if (this.schemaTooNew !== undefined) throw this.schemaTooNew;
+    if (this.reserveGroup !== undefined) return this.reserveGroup.submit(request);
     return reserveStep(this.db, this.rawLedger, request);
   }
 
   async recordStep(request: RecordStepRequest): Promise<RecordStepResult> {
     if (this.schemaTooNew !== undefined) throw this.schemaTooNew;
+    if (this.recordGroup !== undefined) return this.recordGroup.submit(request);
     return recordStep(this.db, this.rawLedger, request);
+  }
+
+  /** What group commit did so far: statements sent and the step writes they carried, by kind. */
+  groupCommitStats(): { reserve: GroupCommitStats; record: GroupCommitStats } | undefined {
+    if (this.reserveGroup === undefined || this.recordGroup === undefined) return undefined;
+    return { reserve: { ...this.reserveGroup.stats }, record: { ...this.recordGroup.stats } };
   }
 
   async migrate(): Promise<MigrationReport> {
