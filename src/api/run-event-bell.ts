@@ -19,10 +19,11 @@ interface Ear {
 }
 
 /**
- * The API process's run-event hints (store.wakeups: LISTEN/NOTIFY on PostgreSQL, Redis pub/sub with
- * ONCELY_REDIS_URL): an event stream (SSE) reads on as soon as a worker anywhere wrote its run's
- * events, instead of at its next poll. On PostgreSQL each stream's run is watched
- * (run_event_watches), so only watched runs' steps send a NOTIFY. One listening connection per API server, opened with it and
+ * The API process's run-event hints (store.wakeups: LISTEN/NOTIFY on PostgreSQL, each run's Redis
+ * stream with ONCELY_REDIS_URL): an event stream (SSE) reads on as soon as a worker anywhere wrote its run's
+ * events, instead of at its next poll. Each stream's run is watched (on PostgreSQL
+ * a row in run_event_watches, so only watched runs' steps send a NOTIFY; over Redis the run's stream
+ * is read). One listening connection per API server, opened with it and
  * closed with it. Speed, never truth: streams still read on their timer, so a
  * lost connection (or a store that carries no hints, such as SQLite alone) is only slower.
  */

@@ -2,9 +2,9 @@ import type { Redis, RedisOptions } from 'ioredis';
 import type { Store, StoreTx, TransitionRequest, TransitionResult } from './store.js';
 import { isWriteMethod } from './write-methods.js';
 import {
-  parseRunEventsHint,
   runEventsHint,
   WAKE_KINDS,
+  type RunEventWatch,
   type WakeKind,
   type WakeListener,
   type WakeListenOptions,
@@ -13,8 +13,21 @@ import {
 
 /** The channel wake-ups are published on. */
 export const REDIS_WAKE_CHANNEL = 'oncely:wake';
-/** The channel run-event hints are published on (tenant and run id, by the process that wrote them). */
-export const REDIS_RUN_EVENTS_CHANNEL = 'oncely:run-events';
+/**
+ * A run's event stream: a Redis stream per run (this prefix, then the tenant and run id joined by the
+ * unit separator) that the process writing the run's events adds an entry to, after its write.
+ */
+export const REDIS_RUN_EVENTS_PREFIX = 'oncely:run-events:';
+/** A run's stream keeps its newest entry (a reader only needs to know something came since it read). */
+const RUN_STREAM_MAXLEN = 1;
+/** And is gone this long after its run's last write (a reader away longer reads on its timer). */
+const RUN_STREAM_TTL_MS = 10 * 60_000;
+/** How long a read of the watched runs' streams blocks before it is sent again. */
+const RUN_STREAM_BLOCK_MS = 2_000;
+
+export function runStreamKey(tenantId: string, runId: string): string {
+  return `${REDIS_RUN_EVENTS_PREFIX}${runEventsHint(tenantId, runId)}`;
+}
 
 /** Reconnects: 0.1 s doubling to 5 s, forever until closed (ioredis resubscribes on its own). */
 const retryStrategy = (times: number): number => Math.min(5_000, 100 * 2 ** Math.min(times, 6));
@@ -22,6 +35,16 @@ const retryStrategy = (times: number): number => Math.min(5_000, 100 * 2 ** Math
 /** The publisher's: a publish while Redis is away fails at once instead of queueing (a wake-up is only speed). */
 function publisherOptions(): RedisOptions {
   return { retryStrategy, maxRetriesPerRequest: 0, enableOfflineQueue: false, connectTimeout: 5_000 };
+}
+
+/** The stream reader's: its reads wait for the connection while it reconnects. */
+function readerOptions(): RedisOptions {
+  return {
+    retryStrategy,
+    maxRetriesPerRequest: null,
+    connectTimeout: 5_000,
+    connectionName: 'oncely-run-events',
+  };
 }
 
 /** The subscriber's: its SUBSCRIBE waits for the connection, and is sent again after every reconnect. */
@@ -32,7 +55,8 @@ function subscriberOptions(): RedisOptions {
 /**
  * Wake-ups over Redis pub/sub (`ONCELY_REDIS_URL`), for a store whose database does not carry them
  * (SQLite) or beside PostgreSQL's: the store's writes that queue a run or settle a call publish
- * after they commit (`publishingWakeups`), workers subscribe. Speed, never truth: a publish that
+ * after they commit (`publishingWakeups`), workers subscribe. Run events go by a stream per run
+ * instead (RunStreamReader), read only by the API processes streaming that run. Speed, never truth: a publish that
  * fails is dropped, a lost subscription reconnects with backoff, and polling finishes every run.
  */
 export class RedisWakeups implements Wakeups {
@@ -47,6 +71,19 @@ export class RedisWakeups implements Wakeups {
     const { Redis } = await import('ioredis');
     const publisher = new Redis(url, publisherOptions());
     publisher.on('error', () => undefined); // reported by the listeners; a publish just fails
+    // Its first publishes would be dropped while it connects: wait for it, but not for a Redis that
+    // is away (wake-ups are speed only; it reconnects with backoff).
+    await new Promise<void>((resolve) => {
+      const done = (): void => {
+        clearTimeout(timer);
+        publisher.off('ready', done);
+        publisher.off('error', done);
+        resolve();
+      };
+      const timer = setTimeout(done, 2_000);
+      publisher.once('ready', done);
+      publisher.once('error', done);
+    });
     return new RedisWakeups(url, publisher, Redis);
   }
 
@@ -55,10 +92,17 @@ export class RedisWakeups implements Wakeups {
     void this.publisher.publish(REDIS_WAKE_CHANNEL, kind).catch(() => undefined);
   }
 
-  /** Publishes that a run's events were written; a Redis that is away drops it (streams read on). */
+  /**
+   * Adds to the run's event stream that its events were written (kept to the newest entry, expiring
+   * with the run's quiet); a Redis that is away drops it (streams read on their timer).
+   */
   publishRunEvents(tenantId: string, runId: string): void {
+    const key = runStreamKey(tenantId, runId);
     void this.publisher
-      .publish(REDIS_RUN_EVENTS_CHANNEL, runEventsHint(tenantId, runId))
+      .pipeline()
+      .xadd(key, 'MAXLEN', RUN_STREAM_MAXLEN, '*', 'wrote', '1')
+      .pexpire(key, RUN_STREAM_TTL_MS)
+      .exec()
       .catch(() => undefined);
   }
 
@@ -75,9 +119,6 @@ export class RedisWakeups implements Wakeups {
     subscriber.on('message', (channel: string, message: string) => {
       if (channel === REDIS_WAKE_CHANNEL && WAKE_KINDS.includes(message as WakeKind)) {
         listen.onWake(message as WakeKind);
-      } else if (channel === REDIS_RUN_EVENTS_CHANNEL) {
-        const run = parseRunEventsHint(message);
-        if (run !== undefined) listen.onRunEvents?.(run.tenantId, run.runId);
       }
     });
     // Subscribed again after every reconnect (ioredis re-sends SUBSCRIBE when it is ready).
@@ -89,11 +130,8 @@ export class RedisWakeups implements Wakeups {
     };
     subscriber.on('error', lost);
     subscriber.on('close', () => lost(new Error('the Redis connection closed')));
-    const channels =
-      listen.onRunEvents === undefined
-        ? [REDIS_WAKE_CHANNEL]
-        : [REDIS_WAKE_CHANNEL, REDIS_RUN_EVENTS_CHANNEL];
-    void subscriber.subscribe(...channels).then(
+    const streams = listen.onRunEvents === undefined ? undefined : this.readRunStreams(listen.onRunEvents);
+    void subscriber.subscribe(REDIS_WAKE_CHANNEL).then(
       () => {
         subscribed = true;
         markListening();
@@ -104,18 +142,164 @@ export class RedisWakeups implements Wakeups {
       get listening() {
         return listening;
       },
+      ...(streams === undefined
+        ? {}
+        : { watchRunEvents: (tenantId, runId) => streams.watch(tenantId, runId) }),
       close: async () => {
         closed = true;
         listening = false;
         subscriber.disconnect();
-        await Promise.resolve();
+        await streams?.close();
       },
     };
+  }
+
+  /**
+   * Reads the event streams of the runs this process streams (XREAD BLOCK on a connection of its
+   * own), each from the last entry it read: a run written while the connection was away is heard
+   * once it is back, and no other run's writes reach this process. A watch placed while a read
+   * blocks wakes it (CLIENT UNBLOCK) so the new run is read at once.
+   */
+  private readRunStreams(onRunEvents: (tenantId: string, runId: string) => void): RunStreamReader {
+    return new RunStreamReader(new this.RedisClass(this.url, readerOptions()), this.publisher, onRunEvents);
   }
 
   async close(): Promise<void> {
     this.publisher.disconnect();
     await Promise.resolve();
+  }
+}
+
+interface Watched {
+  readonly tenantId: string;
+  readonly runId: string;
+  /** Streams watching it (a run streamed twice is read once). */
+  count: number;
+  /** The last entry read (or the newest when the watch was placed). */
+  lastId: string;
+}
+
+/** One API process's reads of its watched runs' streams (see RedisWakeups.readRunStreams). */
+class RunStreamReader {
+  private readonly watched = new Map<string, Watched>();
+  private closed = false;
+  /** The reader's connection id, for CLIENT UNBLOCK (read again after every reconnect). */
+  private clientId: number | undefined;
+  private idle: (() => void) | undefined;
+  /** Moves on with every new watch; a read of an older one is woken to read the new run too. */
+  private generation = 0;
+  /** The generation of the read in flight, or undefined when none is. */
+  private reading: number | undefined;
+  private readonly loop: Promise<void>;
+
+  constructor(
+    private readonly reader: Redis,
+    private readonly commands: Redis,
+    private readonly onRunEvents: (tenantId: string, runId: string) => void,
+  ) {
+    reader.on('error', () => undefined); // reconnects with backoff; the loop waits for it
+    reader.on('ready', () => {
+      this.clientId = undefined;
+    });
+    this.loop = this.run();
+  }
+
+  watch(tenantId: string, runId: string): RunEventWatch {
+    const key = runStreamKey(tenantId, runId);
+    let done = false;
+    const existing = this.watched.get(key);
+    let ready: Promise<void>;
+    if (existing !== undefined) {
+      existing.count += 1;
+      ready = Promise.resolve();
+    } else {
+      const entry: Watched = { tenantId, runId, count: 1, lastId: '0-0' };
+      this.watched.set(key, entry);
+      // From the newest entry now: what came before, the stream's first read of the store has.
+      ready = this.commands
+        .xrevrange(key, '+', '-', 'COUNT', 1)
+        .then(
+          (newest) => {
+            const id = newest[0]?.[0];
+            if (id !== undefined && entry.lastId === '0-0') entry.lastId = id;
+          },
+          () => undefined, // Redis away: read from the start once it is back (one extra read)
+        )
+        .then(() => this.wake());
+    }
+    return {
+      ready,
+      unwatch: () => {
+        if (done) return;
+        done = true;
+        const entry = this.watched.get(key);
+        if (entry !== undefined && --entry.count === 0) this.watched.delete(key);
+      },
+    };
+  }
+
+  /**
+   * Wakes the loop: an idle one at once; a read of an older generation by CLIENT UNBLOCK, sent again
+   * for a while if it reached the server before the read did.
+   */
+  private wake(): void {
+    this.generation += 1;
+    this.idle?.();
+    void this.unblock();
+  }
+
+  private async unblock(): Promise<void> {
+    for (let tryNo = 0; tryNo < 50; tryNo++) {
+      const { reading, clientId } = this;
+      if (this.closed || reading === undefined || reading === this.generation) return;
+      if (clientId !== undefined) {
+        const unblocked = await this.commands.client('UNBLOCK', clientId).catch(() => 0);
+        if (unblocked === 1) return;
+      }
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+  }
+
+  private async run(): Promise<void> {
+    while (!this.closed) {
+      if (this.watched.size === 0) {
+        await new Promise<void>((resolve) => (this.idle = resolve));
+        this.idle = undefined;
+        continue;
+      }
+      try {
+        this.clientId ??= Number(await this.reader.client('ID'));
+        const entries = [...this.watched.entries()];
+        this.reading = this.generation;
+        const answer = await this.reader.xread(
+          'BLOCK',
+          RUN_STREAM_BLOCK_MS,
+          'STREAMS',
+          ...entries.map(([key]) => key),
+          ...entries.map(([, w]) => w.lastId),
+        );
+        this.reading = undefined;
+        for (const [key, items] of answer ?? []) {
+          const entry = this.watched.get(key);
+          const last = items.at(-1)?.[0];
+          if (entry === undefined || last === undefined) continue;
+          entry.lastId = last;
+          this.onRunEvents(entry.tenantId, entry.runId);
+        }
+      } catch {
+        this.reading = undefined;
+        if (this.closed) return;
+        // Redis away or the read refused: the reader reconnects with backoff; try again shortly.
+        await new Promise((resolve) => setTimeout(resolve, 200));
+      }
+    }
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    this.idle?.();
+    this.reader.disconnect();
+    await this.loop;
   }
 }
 

@@ -21,8 +21,9 @@ export interface WakeListener {
   /** True while the listening connection is up. */
   readonly listening: boolean;
   /**
-   * Where hints are sent only for watched runs (PostgreSQL: a NOTIFY would serialize every step's
-   * commit), asks for the run's; absent where every run's events are hinted (Redis).
+   * Asks for one run's hints (present where a listener hears only the runs it watches: PostgreSQL,
+   * whose trigger notifies watched runs only, as a NOTIFY would serialize every step's commit; Redis,
+   * whose reader reads the watched runs' streams).
    */
   watchRunEvents?(tenantId: string, runId: string): RunEventWatch;
   /** Stops listening and closes the connection. */
@@ -32,9 +33,10 @@ export interface WakeListener {
 export interface WakeListenOptions {
   readonly onWake: (kind: WakeKind) => void;
   /**
-   * Told when events were written for a run (on PostgreSQL by a trigger, on commit; over Redis by the
-   * writing process, after it). Heard only by a listener that asks (an API process streaming run
-   * events), so workers are not told of every step. Speed, never truth: a stream still reads on.
+   * Told when events were written for a watched run (on PostgreSQL by a trigger, on commit; over
+   * Redis by an entry the writing process adds to the run's stream, after it). Heard only by a
+   * listener that asks (an API process streaming run events), so workers are not told of every step.
+   * Speed, never truth: a stream still reads on.
    */
   readonly onRunEvents?: (tenantId: string, runId: string) => void;
   /** Told when the connection is lost (with why) and when it listens again. */

@@ -23,7 +23,7 @@ import { openTestStore, type OpenedStore } from '../support/stores.js';
  * Run events reach an API process's event streams (SSE) as soon as another process writes them: the
  * API's streams poll only once a minute here, so a stream that ends within seconds of a run finishing
  * in another runtime (its own store, its own connections, as another process's would be) was woken
- * by the hint (LISTEN/NOTIFY on PostgreSQL; Redis pub/sub with ONCELY_REDIS_URL, here for SQLite).
+ * by the hint (LISTEN/NOTIFY on PostgreSQL; the run's Redis stream with ONCELY_REDIS_URL, here for SQLite).
  * Without hints the same stream is still waiting; with its LISTEN connection terminated, the stream
  * of the next run is woken again once it reconnects.
  */
@@ -216,7 +216,7 @@ describe('run events wake API streams across processes', () => {
     expect(unheard.lagMs).toBeUndefined();
   });
 
-  it.skipIf(redisUrl === undefined)('on sqlite with Redis pub/sub: the stream reads on at once', async () => {
+  it.skipIf(redisUrl === undefined)('on sqlite with Redis streams: the stream reads on at once', async () => {
     const opened: OpenedStore = await openTestStore('sqlite', 'run_event_redis');
     closers.push(() => opened.cleanup());
     const apiRedis = await RedisWakeups.open(redisUrl!);
@@ -228,10 +228,10 @@ describe('run events wake API streams across processes', () => {
     const probe = new Redis(redisUrl!);
     try {
       await waitFor(
-        'the API server to subscribe to run-event hints',
+        "the API server's reader of run streams to connect",
         async () => {
-          const [, n] = (await probe.pubsub('NUMSUB', 'oncely:run-events')) as [string, number];
-          return n >= 1 ? true : undefined;
+          const list = (await probe.client('LIST')) as string;
+          return list.includes('name=oncely-run-events') ? true : undefined;
         },
         10_000,
         20,
