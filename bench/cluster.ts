@@ -45,6 +45,8 @@ export interface WakeResult {
 export interface ClusterResult {
   /** Whether the workers grouped their step writes across runs (group commit) or sent each alone. */
   readonly groupCommit: boolean;
+  /** Connections of each of a worker's two pools (ONCELY_PG_POOL_SIZE; the default is 10). */
+  readonly poolSize: number;
   readonly workers: number;
   readonly runs: number;
   readonly callsPerRun: number;
@@ -59,7 +61,7 @@ export interface ClusterResult {
 
 export interface ClusterReport {
   readonly wakeups: readonly WakeResult[];
-  /** The same load with each step write sent alone, then with group commit (the default). */
+  /** The same load: each step write alone, grouped (the default), grouped on smaller pools. */
   readonly throughput?: readonly ClusterResult[];
 }
 
@@ -190,7 +192,7 @@ function cpuNow(workers: readonly ChildProcess[]): { busy: number; total: number
   return { busy: total - idle, total, workers: own * (fields.length > 0 ? 1 : 0) };
 }
 
-function worker(url: string, groupCommit: boolean): ChildProcess {
+function worker(url: string, setting: ClusterSetting): ChildProcess {
   const child = spawn(
     process.execPath,
     [
@@ -211,7 +213,8 @@ function worker(url: string, groupCommit: boolean): ChildProcess {
       env: {
         ...process.env,
         ONCELY_LOG_LEVEL: 'warn',
-        ONCELY_PG_GROUP_COMMIT: groupCommit ? '' : 'off',
+        ONCELY_PG_GROUP_COMMIT: setting.groupCommit ? '' : 'off',
+        ONCELY_PG_POOL_SIZE: String(setting.poolSize),
       },
     },
   );
@@ -223,11 +226,26 @@ function worker(url: string, groupCommit: boolean): ChildProcess {
  * Two worker processes, 64 runs at once between them, 640 runs of ten calls queued at once: guarded
  * calls per second, commits, and the machine's CPU over the run.
  */
-export async function throughput(url: string, groupCommit = true): Promise<ClusterResult> {
+export interface ClusterSetting {
+  readonly groupCommit: boolean;
+  readonly poolSize: number;
+}
+
+/** The settings the throughput is measured with, side by side. */
+export const CLUSTER_SETTINGS: readonly ClusterSetting[] = [
+  { groupCommit: false, poolSize: 10 },
+  { groupCommit: true, poolSize: 10 },
+  { groupCommit: true, poolSize: 3 },
+];
+
+export async function throughput(
+  url: string,
+  setting: ClusterSetting = { groupCommit: true, poolSize: 10 },
+): Promise<ClusterResult> {
   const store = await openStore(url, { migrate: true });
   const admin = new pg.Client({ connectionString: url });
   await admin.connect();
-  const workers = Array.from({ length: CLUSTER_WORKERS }, () => worker(url, groupCommit));
+  const workers = Array.from({ length: CLUSTER_WORKERS }, () => worker(url, setting));
   let xidBefore = 0n;
   let cpuBefore = cpuNow(workers);
   try {
@@ -260,7 +278,7 @@ export async function throughput(url: string, groupCommit = true): Promise<Clust
     const commits = Number((await xid(admin)) - xidBefore);
     const floor = await commitFloor(url);
     return {
-      groupCommit,
+      ...setting,
       workers: CLUSTER_WORKERS,
       runs: CLUSTER_RUNS,
       callsPerRun: CALLS_PER_RUN,
@@ -308,16 +326,20 @@ export async function measureCluster(
     `many workers: ${CLUSTER_WORKERS} worker processes, ${CLUSTER_RUNS} runs of ${CALLS_PER_RUN} calls`,
   );
   const results: ClusterResult[] = [];
-  for (const groupCommit of [false, true]) {
-    progress(`many workers: throughput, ${groupCommit ? 'group commit' : 'each step write alone'}`);
+  for (const setting of CLUSTER_SETTINGS) {
+    progress(`many workers: throughput, ${settingName(setting)}`);
     const db = await fresh();
     try {
-      results.push(await throughput(db.url, groupCommit));
+      results.push(await throughput(db.url, setting));
     } finally {
       await db.drop();
     }
   }
   return { wakeups, throughput: results };
+}
+
+function settingName(t: ClusterSetting): string {
+  return `${t.groupCommit ? 'group commit' : 'each write alone'}, pools of ${t.poolSize}`;
 }
 
 const fmt = (n: number, digits = 1): string => (Number.isFinite(n) ? n.toFixed(digits) : '-');
@@ -352,12 +374,14 @@ export function clusterMarkdown(report: ClusterReport): string[] {
     lines.push(
       `Throughput: ${first.workers} \`oncely worker\` processes (${CLUSTER_CONCURRENT / CLUSTER_WORKERS} runs each at once, ${CLUSTER_CONCURRENT} in all), ${first.runs} runs`,
       `of one step of ${first.callsPerRun} write calls (then an answer), queued in one transaction; from their commit to the`,
-      "last run completed. Commits are the server's transaction ids over that time. The same load twice, each on",
-      'a new database: the step writes sent one statement each (`ONCELY_PG_GROUP_COMMIT=off`), then grouped',
-      "across runs (the default). Beside them, PostgreSQL's own rate of one-row commits from",
-      `${COMMIT_CLIENTS} clients on the same server, measured right after each. Target: 2,000 guarded calls per second on this machine.`,
+      "last run completed. Commits are the server's transaction ids over that time. The same load three times,",
+      'each on a new database: the step writes sent one statement each (`ONCELY_PG_GROUP_COMMIT=off`), then',
+      'grouped across runs (the default), both with the default pools (10 connections each, two pools a',
+      'process); then grouped, with pools of 3 (`ONCELY_PG_POOL_SIZE=3`, sized to a server of two cores).',
+      `Beside each, PostgreSQL's own rate of one-row commits from ${COMMIT_CLIENTS} clients on the same server, measured`,
+      'right after. Target: 2,000 guarded calls per second on this machine.',
       '',
-      `| figure | ${cell((t) => (t.groupCommit ? 'group commit' : 'each write alone'))} |`,
+      `| figure | ${cell(settingName)} |`,
       `| --- | ${cell(() => '---')} |`,
       `| wall time | ${cell((t) => `${fmt(t.seconds, 2)} s`)} |`,
       `| guarded calls per second | ${cell((t) => fmt(t.callsPerSecond, 0))} |`,
@@ -370,7 +394,7 @@ export function clusterMarkdown(report: ClusterReport): string[] {
       `Target (2,000 guarded calls per second): ${best >= 2_000 ? 'met' : 'missed'}.`,
       '',
       runs.every((t) => t.cpu.machine >= 0.9)
-        ? "Both runs are bound by the machine's two cores (PostgreSQL, both workers and the bench share them), not by commits: PostgreSQL commits many times more per second than the runs ask of it. Group commit sends the step writes that meet in a worker as one statement; here a step write takes a few milliseconds, so few meet and the saving is in commits, not in time. Where a commit takes longer (a disk that syncs slowly, a server across a network), more writes wait behind each one and share its commit."
+        ? "Every run is bound by the machine's two cores (PostgreSQL, both workers and the bench share them), not by commits: PostgreSQL commits many times more per second than the runs ask of it. Group commit sends the step writes that meet in a worker as one statement; here a step write takes a few milliseconds, so few meet and the saving is in commits, not in time (where a commit takes longer, on a disk that syncs slowly or a server across a network, more writes wait behind each one and share it). Fewer connections help more here: on two cores, each of forty server processes runs in turn, and every switch between them costs."
         : 'The machine had CPU to spare over a run.',
       '',
     );

@@ -26,6 +26,12 @@ export interface OpenStoreOptions {
    */
   readonly groupCommit?: GroupCommitSettings | false;
   /**
+   * PostgreSQL only: the connections of each of the store's two pools (the hot statements', the
+   * others'), default 10; else the environment's `ONCELY_PG_POOL_SIZE`. A server with few cores
+   * serves several workers best with few connections each (docs/operations.md).
+   */
+  readonly postgresPoolSize?: number;
+  /**
    * SQLite only: create the database when there is none at the path (default true). A deployment
    * whose database must already exist passes `false` (`oncely serve` and `oncely worker` do, unless
    * `--create`): a missing file, or one without an oncely schema, is refused with `STORE_NOT_FOUND`
@@ -68,7 +74,10 @@ export async function openStore(
 /** Connects without touching or checking the schema (for `oncely migrate`). Prefer `openStore`. */
 export async function connectStore(
   url: string,
-  options: Pick<OpenStoreOptions, 'warn' | 'postgresTimeouts' | 'create' | 'groupCommit'> = {},
+  options: Pick<
+    OpenStoreOptions,
+    'warn' | 'postgresTimeouts' | 'create' | 'groupCommit' | 'postgresPoolSize'
+  > = {},
 ): Promise<Store> {
   if (url.startsWith('sqlite:')) {
     const path = url.slice('sqlite:'.length).replace(/^\/\/(?=\/)/, '');
@@ -84,9 +93,11 @@ export async function connectStore(
   if (url.startsWith('postgres://') || url.startsWith('postgresql://')) {
     const { PostgresStore } = await import('./postgres/index.js');
     const groupCommit = options.groupCommit ?? groupCommitFromEnv(process.env);
+    const poolSize = options.postgresPoolSize ?? poolSizeFromEnv(process.env);
     return PostgresStore.open(url, {
       ...(options.warn === undefined ? {} : { warn: options.warn }),
       ...(groupCommit === undefined ? {} : { groupCommit }),
+      ...(poolSize === undefined ? {} : { maxConnections: poolSize }),
       timeouts: { ...timeoutsFromEnv(process.env), ...options.postgresTimeouts },
     });
   }
@@ -121,6 +132,20 @@ export function groupCommitFromEnv(env: NodeJS.ProcessEnv): GroupCommitSettings 
     );
   }
   return { maxGroup, maxInFlight };
+}
+
+/** `ONCELY_PG_POOL_SIZE`: connections per pool, 1 to 1000; unset or blank: the default (10). */
+export function poolSizeFromEnv(env: NodeJS.ProcessEnv): number | undefined {
+  const raw = env.ONCELY_PG_POOL_SIZE?.trim();
+  if (raw === undefined || raw === '') return undefined;
+  const value = Number(raw);
+  if (!Number.isInteger(value) || value < 1 || value > 1000) {
+    throw new OncelyError(
+      'CONFIG_INVALID',
+      `ONCELY_PG_POOL_SIZE=${JSON.stringify(raw)} is not a pool size: use a whole number of connections from 1 to 1000`,
+    );
+  }
+  return value;
 }
 
 export function timeoutsFromEnv(env: NodeJS.ProcessEnv): PostgresTimeouts {

@@ -172,6 +172,8 @@ export interface RunStore {
   appendEvent(tenantId: string, runId: string, type: string, data: JsonValue): Promise<void>;
   /** A run's events with `seq` greater than `afterSeq`, in order. */
   events(tenantId: string, runId: string, afterSeq: number, limit: number): Promise<RunEvent[]>;
+  /** A run's newest `run.claimed` events, newest first: who drove it before (a worker's log says). */
+  lastClaims(tenantId: string, runId: string, limit: number): Promise<RunEvent[]>;
 
   createApprovals(approvals: readonly NewApproval[]): Promise<void>;
   getApproval(tenantId: string, idempotencyKey: string): Promise<ApprovalRecord | undefined>;

@@ -300,6 +300,13 @@ ORDER BY updated_at, tenant_id, run_id LIMIT @limit`,
 } as const;
 
 /** A page of a run's events after a seq: a range of its primary key (tenant_id, run_id, seq). */
+export const LAST_CLAIMS = {
+  postgres: `SELECT * FROM run_events WHERE tenant_id = $1 AND run_id = $2 AND type = 'run.claimed'
+ORDER BY seq DESC LIMIT $3`,
+  sqlite: `SELECT * FROM run_events WHERE tenant_id = ? AND run_id = ? AND type = 'run.claimed'
+ORDER BY seq DESC LIMIT ?`,
+} as const;
+
 export const RUN_EVENTS = {
   postgres:
     'SELECT * FROM run_events WHERE tenant_id = $1 AND run_id = $2 AND seq > $3 ORDER BY seq LIMIT $4',

@@ -51,6 +51,7 @@ type RunReads =
   | 'list'
   | 'listWaiting'
   | 'events'
+  | 'lastClaims'
   | 'getApproval'
   | 'approvalsOfRun'
   | 'approvalsOfRuns'

@@ -66,6 +66,24 @@ const silent: WorkerLog = { info: () => undefined, warn: () => undefined, error:
  * const worker = startWorker(runtime, { concurrency: 8 });
  * process.once('SIGTERM', () => void worker.stop());
  */
+/**
+ * Who drove the run before this claim (the owner of its claim before the newest), for the log; a
+ * store that cannot say leaves it unknown.
+ */
+async function previousDriver(runtime: Runtime, run: RunRecord): Promise<string | undefined> {
+  try {
+    const claims = await runtime.store.runs.lastClaims(run.tenantId, run.runId, 2);
+    const before = claims.find((c) => {
+      const data = c.data as { epoch?: unknown } | null;
+      return typeof data?.epoch === 'number' && data.epoch < run.leaseEpoch;
+    });
+    const owner = (before?.data as { owner?: unknown } | undefined)?.owner;
+    return typeof owner === 'string' ? owner : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
 export function startWorker(runtime: Runtime, options: WorkerOptions = {}): Worker {
   const concurrency = options.concurrency ?? 4;
   const pollMs = options.pollMs ?? 1000;
@@ -130,10 +148,16 @@ export function startWorker(runtime: Runtime, options: WorkerOptions = {}): Work
     // A claim counts a drive; a drive that ends cleanly (a wait, an end, a hand-over) clears the
     // count. More than one: the last drive did not end, its driver died, froze past its lease or failed.
     if (run.driveAttempts > 1) {
-      log.warn(
-        { ...fields, agent: run.agent, driveAttempt: run.driveAttempts },
-        'took over run: its last drive did not end (its driver died, froze past its lease, or failed)',
-      );
+      const previous = await previousDriver(runtime, run);
+      const taken = { ...fields, agent: run.agent, driveAttempt: run.driveAttempts, previousOwner: previous };
+      if (previous === runtime.owner) {
+        log.warn(taken, 'recovered run: its last drive, here, did not end (it failed)');
+      } else {
+        log.warn(
+          taken,
+          'took over run: its last drive did not end (its driver died, froze past its lease, or failed)',
+        );
+      }
     } else {
       log.info({ ...fields, agent: run.agent, status: run.status }, 'claimed run');
     }

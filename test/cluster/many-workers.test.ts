@@ -1,3 +1,4 @@
+import { hostname } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
 import { initialMessages } from '../../src/runs/messages.js';
@@ -102,6 +103,11 @@ describe.each(['sqlite', 'postgres'] as const)('three workers, one killed mid-ru
     expect(new Set(records.map((r) => r.idempotencyKey))).toEqual(new Set(billing.charges.keys()));
     // Some runs were driven by more than one process: the killed worker's were taken over.
     expect(workers.filter((w) => w !== victim).some((w) => w.stderr.includes('took over run'))).toBe(true);
+    // And each says whose: the killed worker's (its lease owner is host:pid).
+    const previousOwners = workers
+      .filter((w) => w !== victim)
+      .flatMap((w) => [...w.stderr.matchAll(/"previousOwner":"([^"]+)"/g)].map((m) => m[1]));
+    expect(previousOwners).toContain(`${hostname()}:${victimPid}`);
     const drivers = new Set(billing.requests.map((r) => r.pid));
     expect(drivers.size).toBe(3);
   }, 150_000);

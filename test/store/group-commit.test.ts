@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { argsDigest, type ToolExecutionRecord } from '../../src/ledger/index.js';
 import type { Checkpoint } from '../../src/run-state/index.js';
 import { openStore, type ReserveRequest, type TransitionRequest } from '../../src/store/index.js';
-import { groupCommitFromEnv } from '../../src/store/open-store.js';
+import { groupCommitFromEnv, poolSizeFromEnv } from '../../src/store/open-store.js';
 import type { PostgresStore } from '../../src/store/postgres/index.js';
 import type { ReserveStepRequest } from '../../src/store/step-writes.js';
 import { createTestDatabase } from '../support/databases.js';
@@ -277,6 +277,14 @@ describe('group commit of step writes on PostgreSQL', () => {
       expect(() => groupCommitFromEnv({ ONCELY_PG_GROUP_COMMIT: bad })).toThrow(
         /ONCELY_PG_GROUP_COMMIT=.*off, or <maxGroup>x<maxInFlight>/,
       );
+    }
+  });
+
+  it('reads the pool size from ONCELY_PG_POOL_SIZE and refuses a value that is not one', () => {
+    expect(poolSizeFromEnv({})).toBeUndefined();
+    expect(poolSizeFromEnv({ ONCELY_PG_POOL_SIZE: '3' })).toBe(3);
+    for (const bad of ['0', '-1', '2.5', 'ten', '1001']) {
+      expect(() => poolSizeFromEnv({ ONCELY_PG_POOL_SIZE: bad })).toThrow(/ONCELY_PG_POOL_SIZE=.*1 to 1000/);
     }
   });
 });

@@ -153,6 +153,21 @@ describe.each(STORES)('run storage on %s', (name, open) => {
     expect(listed?.checkpoint).toEqual({ step: 3, pending: null });
   });
 
+  it('tells who claimed a run, newest first (a worker names the driver it took over from)', async () => {
+    const run = await create();
+    expect(await store.runs.lastClaims('t1', run.runId, 2)).toEqual([]);
+    await store.runs.claim('t1', run.runId, 'w1', 1);
+    await new Promise((r) => setTimeout(r, 20)); // the lease (1 ms) has expired
+    await second.runs.claim('t1', run.runId, 'w2', 1);
+    await new Promise((r) => setTimeout(r, 20));
+    await store.runs.claim('t1', run.runId, 'w3', 30_000);
+    const claims = await store.runs.lastClaims('t1', run.runId, 2);
+    expect(claims.map((c) => [c.type, c.data])).toEqual([
+      ['run.claimed', { owner: 'w3', epoch: 3, driveAttempt: 3 }],
+      ['run.claimed', { owner: 'w2', epoch: 2, driveAttempt: 2 }],
+    ]);
+  });
+
   it('fences a stale epoch and a stale checkpoint version out of every write', async () => {
     const run = await create();
     const a = await store.runs.claim('t1', run.runId, 'w1', 1);

@@ -80,6 +80,7 @@ export const DEFAULT_POSTGRES_TIMEOUTS = {
 export interface PostgresStoreOptions {
   /** Called once at open with a warning the operator must see (e.g. `synchronous_commit` off). */
   readonly warn?: (message: string) => void;
+  /** Connections of each pool (the hot statements', the others'); default 10. */
   readonly maxConnections?: number;
   readonly timeouts?: PostgresTimeouts;
   /**

@@ -52,6 +52,7 @@ import {
   RENEW,
   REQUEUE,
   RETRY,
+  LAST_CLAIMS,
   RUN_EVENTS,
   RUNS_PAGE,
   SAVE,
@@ -231,6 +232,11 @@ export class PostgresRuns implements RunStore {
       afterSeq,
       limit,
     ]);
+    return rows.map(toRunEvent);
+  }
+
+  async lastClaims(tenantId: string, runId: string, limit: number): Promise<RunEvent[]> {
+    const { rows } = await this.db.query<RunEventRow>(LAST_CLAIMS.postgres, [tenantId, runId, limit]);
     return rows.map(toRunEvent);
   }
 

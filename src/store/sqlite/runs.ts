@@ -54,6 +54,7 @@ import {
   RENEW,
   REQUEUE,
   RETRY,
+  LAST_CLAIMS,
   RUN_EVENTS,
   RUNS_PAGE,
   SAVE,
@@ -377,6 +378,15 @@ export class SqliteRuns implements RunStore {
       this.db
         .prepare<[string, string, number, number], RunEventRow>(RUN_EVENTS.sqlite)
         .all(tenantId, runId, afterSeq, limit)
+        .map(toRunEvent),
+    );
+  }
+
+  lastClaims(tenantId: string, runId: string, limit: number): Promise<RunEvent[]> {
+    return settle(() =>
+      this.db
+        .prepare<[string, string, number], RunEventRow>(LAST_CLAIMS.sqlite)
+        .all(tenantId, runId, limit)
         .map(toRunEvent),
     );
   }
