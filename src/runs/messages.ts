@@ -1,4 +1,4 @@
-import { randomBytes } from 'node:crypto';
+import { randomFillSync } from 'node:crypto';
 import type { ModelMessage } from 'ai';
 import type { JsonValue } from '../ledger/index.js';
 import type { ModelTurn } from '../models/index.js';
@@ -29,9 +29,18 @@ export function initialMessages(input: JsonValue): JsonValue[] {
   return [{ role: 'user', content }];
 }
 
+/** Random bytes for tool call ids, drawn from the system's generator a few kilobytes at a time. */
+const idBytes = Buffer.alloc(8 * 512);
+let idOffset = idBytes.length;
+
 /** A fresh tool call id: providers repeat and omit theirs, so the runtime never uses them. */
 export function mintToolCallId(): string {
-  return `call_${randomBytes(8).toString('hex')}`;
+  if (idOffset >= idBytes.length) {
+    randomFillSync(idBytes);
+    idOffset = 0;
+  }
+  idOffset += 8;
+  return `call_${idBytes.toString('hex', idOffset - 8, idOffset)}`;
 }
 
 /** The model's response with minted ids, and the calls it asks for, ready for the checkpoint. */
