@@ -1,3 +1,4 @@
+import { drillCommand } from './drill.js';
 import { Command, CommanderError } from 'commander';
 import { isOncelyError } from '../errors/index.js';
 import { approvalsCommand } from './approvals.js';
@@ -29,6 +30,7 @@ export function buildProgram(): Command {
   program.addCommand(approvalsCommand());
   program.addCommand(runsCommand());
   program.addCommand(workersCommand());
+  program.addCommand(drillCommand());
   return program;
 }
 

@@ -65,6 +65,8 @@ export const modelConfigSchema = z.discriminatedUnion('provider', [
       steps: scriptStepsSchema.optional(),
       /** A JSON file holding the steps, relative to the configuration file. */
       script: z.string().min(1).optional(),
+      /** Milliseconds each response takes, as a network model's would; default 0. */
+      latency_ms: z.number().int().min(0).max(600_000).optional(),
     })
     .refine((c) => (c.steps === undefined) !== (c.script === undefined), {
       message: 'give either steps (a list of steps) or script (a JSON file of steps), not both or neither',

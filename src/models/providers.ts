@@ -67,7 +67,7 @@ export async function createModel(
     }
     case 'scripted': {
       const steps = c.steps ?? (await readScript(resolve(options.baseDir ?? process.cwd(), c.script ?? '')));
-      return scriptedModel(steps);
+      return scriptedModel(steps, c.latency_ms === undefined ? {} : { latencyMs: c.latency_ms });
     }
   }
 }

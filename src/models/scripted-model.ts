@@ -9,6 +9,7 @@ import type {
   LanguageModelV3StreamResult,
   LanguageModelV3Usage,
 } from '@ai-sdk/provider';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { OncelyError } from '../errors/index.js';
 
 /** One tool call a scripted model makes. */
@@ -41,6 +42,11 @@ export type Script =
 export interface ScriptedModelOptions {
   /** Reported as the model id; default `scripted`. */
   readonly modelId?: string;
+  /**
+   * Milliseconds each response takes, as a network model's would (a drill kills processes while
+   * they wait on the model); the call's abort signal ends the wait. Default 0.
+   */
+  readonly latencyMs?: number;
 }
 
 /** A language model that plays a script, and remembers every prompt it was given. */
@@ -60,11 +66,13 @@ class ScriptedLanguageModel implements ScriptedModel {
   readonly modelId: string;
   readonly supportedUrls: Record<string, RegExp[]> = {};
   readonly #script: Script;
+  readonly #latencyMs: number;
   readonly #received: LanguageModelV3Prompt[] = [];
 
   constructor(script: Script, options: ScriptedModelOptions) {
     this.#script = script;
     this.modelId = options.modelId ?? 'scripted';
+    this.#latencyMs = options.latencyMs ?? 0;
   }
 
   get received(): readonly LanguageModelV3Prompt[] {
@@ -100,6 +108,9 @@ class ScriptedLanguageModel implements ScriptedModel {
 
   async #next(options: LanguageModelV3CallOptions): Promise<ScriptStep> {
     options.abortSignal?.throwIfAborted();
+    if (this.#latencyMs > 0) {
+      await sleep(this.#latencyMs, undefined, options.abortSignal ? { signal: options.abortSignal } : {});
+    }
     const prompt = options.prompt;
     this.#received.push(prompt);
     const turn = prompt.filter((message) => message.role === 'assistant').length;

@@ -1,0 +1,698 @@
+import { mkdirSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { hostname } from 'node:os';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { createApiKey } from '../api/auth/api-keys.js';
+import { ApiClient } from '../api/client.js';
+import { loadConfig } from '../config/index.js';
+import { OncelyError, errorInfo } from '../errors/index.js';
+import { openRuntime } from '../runs/index.js';
+import { openStore } from '../store/index.js';
+import { judge, TOOL_SERVICES, type Violation } from './checks.js';
+import { agentNames, DEFAULT_TIMINGS, writeDrillConfig, type DrillTimings } from './config.js';
+import { DOWNSTREAM_KINDS, type Books, type DownstreamKind } from './downstream.js';
+import { openLedgerReader } from './read-ledger.js';
+import { CLI, DOWNSTREAM_MAIN, DrillProcess } from './processes.js';
+import { FAULT_KINDS, schedule, type Fault, type FaultKind } from './schedule.js';
+
+/*
+ * `oncely drill`: the proof, run against a store of the user's choosing. It starts the downstream
+ * services (their own processes, their own books), an API process and N worker processes, queues
+ * agent runs, and breaks the processes on a schedule drawn from its seed — SIGKILL at each named
+ * crash point and at random moments and during boot, SIGSTOP past the lease, the API killed while an
+ * operator settles a call — while an operator (the drill, through the HTTP API) approves refunds and
+ * settles the calls no hook can, from the downstream books. When the kills are done, the workers
+ * finish every run; then the ledger (read with SQL) is judged against the books (checks.ts).
+ */
+
+export type DrillStoreKind = 'postgres' | 'sqlite';
+
+export interface DrillOptions {
+  readonly store: DrillStoreKind;
+  /** PostgreSQL: the database to drill (its own tenant, `drill-…`: nothing else is touched). */
+  readonly databaseUrl?: string;
+  /** Workers and the API use Redis for wake-ups and run events. */
+  readonly redisUrl?: string;
+  /** Runs queued at first; another wave is queued each time they are all done before the kills are. */
+  readonly runs: number;
+  readonly workers: number;
+  /** Kills to make (SIGKILLs of workers and of the API). */
+  readonly iterations: number;
+  readonly seed: number;
+  /** The longest the faults go on, whatever the kills count (ms). */
+  readonly durationMs: number;
+  /** Where the configuration, the SQLite file and the processes' logs go. */
+  readonly workDir: string;
+  readonly timings?: DrillTimings;
+  /** Told of the drill's progress every quarter second. */
+  readonly onProgress?: (progress: DrillProgress) => void;
+  /** Told of each fault as it is applied. */
+  readonly onFault?: (fault: Fault, detail: string) => void;
+}
+
+export interface DrillProgress {
+  readonly elapsedMs: number;
+  readonly kills: number;
+  readonly iterations: number;
+  readonly runsQueued: number;
+  readonly runsSettled: number;
+  readonly phase: 'faults' | 'finishing' | 'checking';
+}
+
+export interface FaultStats {
+  readonly kind: FaultKind;
+  /** Faults applied (an armed crash point counts once it fired). */
+  readonly faults: number;
+  readonly kills: number;
+  /** Runs another (or a fresh) process claimed after a kill, and how long that took. */
+  readonly recoveries: number;
+  readonly recoveryP50Ms: number | null;
+  readonly recoveryP95Ms: number | null;
+  /** Calls first unknown after a fault of this kind (the newest before), and who settled them. */
+  readonly unknowns: number;
+  readonly settledByHook: number;
+  readonly settledByOperator: number;
+}
+
+export interface DrillReport {
+  readonly seed: number;
+  readonly store: DrillStoreKind;
+  readonly redis: boolean;
+  readonly tenantId: string;
+  readonly workers: number;
+  readonly elapsedMs: number;
+  readonly runs: {
+    readonly queued: number;
+    readonly completed: number;
+    readonly byStatus: Record<string, number>;
+  };
+  readonly kills: number;
+  readonly crashPointsHit: readonly string[];
+  readonly faults: readonly FaultStats[];
+  readonly effects: number;
+  readonly duplicates: number;
+  readonly admittedDuplicates: number;
+  readonly unknowns: number;
+  readonly settledByHook: number;
+  readonly settledByOperator: number;
+  readonly operatorActions: {
+    readonly approved: number;
+    readonly resolved: number;
+    readonly refused: number;
+  };
+  readonly violations: readonly (Violation & { readonly afterStep: number | null })[];
+  readonly ok: boolean;
+}
+
+interface Death {
+  readonly at: number;
+  readonly owner: string;
+  readonly kind: FaultKind;
+  readonly step: number;
+}
+
+interface Applied {
+  readonly at: number;
+  readonly kind: FaultKind;
+  readonly step: number;
+}
+
+interface Slot {
+  proc: DrillProcess;
+  /** The crash point it was armed with, if any. */
+  armed: Fault | undefined;
+  frozen: boolean;
+  /** Set by the drill before it kills the process, so its death is put down to that fault. */
+  killing: Fault | undefined;
+}
+
+const TENANT_PREFIX = 'drill';
+
+export async function runDrill(options: DrillOptions): Promise<DrillReport> {
+  const timings = options.timings ?? DEFAULT_TIMINGS;
+  const started = Date.now();
+  mkdirSync(options.workDir, { recursive: true });
+  const logDir = join(options.workDir, 'logs');
+  mkdirSync(logDir, { recursive: true });
+  const id = `${options.seed}-${started.toString(36)}`;
+  const configFile = writeDrillConfig(options.workDir, id, timings);
+  const agents = agentNames(id);
+  const tenantId = `${TENANT_PREFIX}-${id}`;
+  const url = storeUrl(options);
+  const store = await openStore(url, { migrate: true, create: true });
+  /** The drill's live processes (each leaves the set when it exits). */
+  const processes = new Set<DrillProcess>();
+  const track = (proc: DrillProcess): DrillProcess => {
+    processes.add(proc);
+    void proc.exited.then(() => processes.delete(proc));
+    return proc;
+  };
+  // However the drill ends (an error, Ctrl-C, SIGTERM), its processes end with it.
+  const killAll = (): void => {
+    for (const p of processes) if (p.running) p.child.kill('SIGKILL');
+  };
+  const onSignal = (signal: NodeJS.Signals): void => {
+    killAll();
+    process.kill(process.pid, signal);
+  };
+  process.on('exit', killAll);
+  process.once('SIGINT', onSignal);
+  process.once('SIGTERM', onSignal);
+  const downstreams = new Map<DownstreamKind, { proc: DrillProcess; url: string }>();
+  try {
+    const config = await loadConfig(configFile, { env: {} });
+    const runtime = await openRuntime({ store, agents: [...config.agents.values()] });
+    const { key: apiKey } = await createApiKey(store.apiKeys, {
+      tenantId,
+      actorId: 'drill-operator',
+      role: 'operator',
+    });
+
+    for (const kind of DOWNSTREAM_KINDS) {
+      const proc = new DrillProcess(
+        `downstream ${kind}`,
+        [DOWNSTREAM_MAIN, kind, String(timings.lateMs), '5'],
+        {},
+        logDir,
+      );
+      track(proc);
+      const [, serviceUrl = ''] = await proc.waitFor(/listening (\S+)/, 10_000);
+      downstreams.set(kind, { proc, url: serviceUrl });
+    }
+    const env: Record<string, string> = {
+      ONCELY_DRILL_KEYED_URL: downstreams.get('keyed')?.url ?? '',
+      ONCELY_DRILL_UNKEYED_URL: downstreams.get('unkeyed')?.url ?? '',
+      ONCELY_DRILL_LATE_URL: downstreams.get('late')?.url ?? '',
+      ONCELY_DRILL_NEVER_URL: downstreams.get('never')?.url ?? '',
+      ONCELY_DRILL_TOOL_TIMEOUT_MS: String(timings.toolTimeoutMs),
+      ONCELY_LOG_LEVEL: 'info',
+      ...(options.redisUrl === undefined ? { ONCELY_REDIS_URL: '' } : { ONCELY_REDIS_URL: options.redisUrl }),
+    };
+
+    // The API process, restarted whenever the drill kills it.
+    const apiPort = await freePort();
+    const api = {
+      proc: undefined as DrillProcess | undefined,
+      client: new ApiClient(`http://127.0.0.1:${apiPort}`, apiKey),
+    };
+    const startApi = async (): Promise<void> => {
+      const proc = new DrillProcess(
+        'api',
+        [CLI, 'serve', '--no-worker', '-c', configFile, '--database-url', url, '--port', String(apiPort)],
+        env,
+        logDir,
+      );
+      track(proc);
+      api.proc = proc;
+      await waitReady(api.client.baseUrl, proc);
+    };
+    await startApi();
+
+    // The workers, each in a slot; a dead one is replaced.
+    const deaths: Death[] = [];
+    const applied: Applied[] = [];
+    const crashPointsHit = new Set<string>();
+    let kills = 0;
+    let stopping = false;
+    const slots: Slot[] = [];
+    const spawnWorker = (armed: Fault | undefined): DrillProcess => {
+      const proc = new DrillProcess(
+        'worker',
+        [
+          CLI,
+          'worker',
+          '-c',
+          configFile,
+          '--database-url',
+          url,
+          '--lease-ms',
+          String(timings.leaseMs),
+          '--poll-ms',
+          '100',
+          '--concurrency',
+          '4',
+          '--grace-ms',
+          String(timings.leaseMs),
+        ],
+        {
+          ...env,
+          ...(armed?.point === undefined
+            ? {}
+            : { ONCELY_CRASH_AT: armed.point, ONCELY_CRASH_SKIP: String(armed.skip ?? 0) }),
+        },
+        logDir,
+      );
+      track(proc);
+      return proc;
+    };
+    const watch = (slot: Slot, proc: DrillProcess): void => {
+      void proc.exited.then(({ signal }) => {
+        if (slot.proc !== proc) return;
+        const owner = `${hostname()}:${proc.pid}`;
+        if (signal === 'SIGKILL') {
+          const crashed = /crash point (\S+) armed/.exec(proc.stderr);
+          const fault = crashed !== null ? slot.armed : slot.killing;
+          if (crashed?.[1] !== undefined) crashPointsHit.add(crashed[1]);
+          if (fault !== undefined) {
+            kills += 1;
+            deaths.push({ at: Date.now(), owner, kind: fault.kind, step: fault.step });
+            applied.push({ at: Date.now(), kind: fault.kind, step: fault.step });
+          }
+        }
+        if (stopping) return;
+        slot.armed = undefined;
+        slot.killing = undefined;
+        slot.frozen = false;
+        slot.proc = spawnWorker(undefined);
+        watch(slot, slot.proc);
+      });
+    };
+    for (let i = 0; i < options.workers; i++) {
+      const slot: Slot = {
+        proc: spawnWorker(undefined),
+        armed: undefined,
+        frozen: false,
+        killing: undefined,
+      };
+      slots.push(slot);
+      watch(slot, slot.proc);
+    }
+
+    // The runs: a wave now, another whenever the faults outlast them.
+    const runIds: string[] = [];
+    const queueWave = async (): Promise<void> => {
+      for (let i = 0; i < options.runs; i++) {
+        const n = runIds.length + 1;
+        const runId = `drill_${n}`;
+        await runtime.startRun({
+          tenantId,
+          runId,
+          agent: n % 3 === 0 ? agents.approval : agents.plain,
+          input: `Customer ${n}: please sort out my order.`,
+        });
+        runIds.push(runId);
+      }
+    };
+    await queueWave();
+
+    // The operator: approves refunds, settles the calls no hook can, from the books.
+    const actions = { approved: 0, resolved: 0, refused: 0 };
+    const operator = new Operator(api, downstreams, actions);
+    let phase: DrillProgress['phase'] = 'faults';
+    let settled = 0;
+    const progressTimer = setInterval(() => {
+      options.onProgress?.({
+        elapsedMs: Date.now() - started,
+        kills,
+        iterations: options.iterations,
+        runsQueued: runIds.length,
+        runsSettled: settled,
+        phase,
+      });
+    }, 250);
+    const reader = await openLedgerReader(url);
+    const countSettled = (): Promise<number> => reader.settledRuns(tenantId);
+    let operating = true;
+    const operatorErrors: string[] = [];
+    const operatorLoop = (async () => {
+      while (operating) {
+        await operator.round(timings).catch((error: unknown) => {
+          // The API may be down (the drill killed it); the next round tries again.
+          operatorErrors.push(errorInfo(error).message);
+        });
+        settled = await countSettled().catch(() => settled);
+        await sleep(200);
+      }
+    })();
+
+    // The faults, in the schedule's order, until the kills are made (or the time is up).
+    const faults = schedule({
+      seed: options.seed,
+      workers: options.workers,
+      leaseMs: timings.leaseMs,
+      api: true,
+    });
+    const freeSlot = (preferred: number): Slot | undefined => {
+      for (let i = 0; i < slots.length; i++) {
+        const slot = slots[(preferred + i) % slots.length];
+        if (
+          slot !== undefined &&
+          slot.armed === undefined &&
+          !slot.frozen &&
+          slot.killing === undefined &&
+          slot.proc.running
+        ) {
+          return slot;
+        }
+      }
+      return undefined;
+    };
+    const deadline = started + options.durationMs;
+    while (kills < options.iterations && Date.now() < deadline) {
+      if (settled >= runIds.length) await queueWave();
+      const fault = faults.next().value as Fault;
+      await sleep(fault.kind === 'kill' || fault.kind === 'boot-kill' ? 0 : fault.delayMs);
+      if (fault.kind === 'api-kill') {
+        const detail = await operator.killMidResolve(fault.delayMs % 5, async () => {
+          await api.proc?.kill();
+          kills += 1;
+          applied.push({ at: Date.now(), kind: fault.kind, step: fault.step });
+          await startApi();
+        });
+        options.onFault?.(fault, detail);
+        continue;
+      }
+      if (fault.kind === 'boot-kill') {
+        // An extra worker, killed while it boots (and perhaps claims its first run).
+        const proc = spawnWorker(undefined);
+        await sleep(fault.delayMs);
+        const owner = `${hostname()}:${proc.pid}`;
+        await proc.kill();
+        kills += 1;
+        deaths.push({ at: Date.now(), owner, kind: fault.kind, step: fault.step });
+        applied.push({ at: Date.now(), kind: fault.kind, step: fault.step });
+        options.onFault?.(fault, `worker ${proc.pid} killed ${fault.delayMs} ms into its boot`);
+        continue;
+      }
+      const slot = freeSlot(fault.slot);
+      if (slot === undefined) {
+        await sleep(100);
+        continue;
+      }
+      if (fault.kind === 'crash-point') {
+        // The slot's worker stops (a deploy's SIGTERM: it hands its runs over between steps), and a
+        // worker armed at the point takes its place.
+        const old = slot.proc;
+        slot.armed = fault;
+        slot.proc = spawnWorker(fault);
+        watch(slot, slot.proc);
+        void old.stop(timings.leaseMs * 2);
+        options.onFault?.(
+          fault,
+          `worker ${slot.proc.pid} armed at ${fault.point ?? '?'} (skip ${fault.skip ?? 0})`,
+        );
+        // An armed worker that never gets there (no work of that kind) is recycled.
+        const armedProc = slot.proc;
+        void sleep(20_000).then(() => {
+          if (slot.proc === armedProc && armedProc.running && !stopping) {
+            slot.armed = undefined;
+            void armedProc.stop(timings.leaseMs * 2);
+          }
+        });
+      } else if (fault.kind === 'kill') {
+        await sleep(fault.delayMs);
+        if (!slot.proc.running || slot.armed !== undefined) continue;
+        slot.killing = fault;
+        const pid = slot.proc.pid;
+        await slot.proc.kill();
+        options.onFault?.(fault, `worker ${pid} killed`);
+      } else if (fault.kind === 'freeze') {
+        slot.frozen = true;
+        const proc = slot.proc;
+        proc.signal('SIGSTOP');
+        applied.push({ at: Date.now(), kind: fault.kind, step: fault.step });
+        options.onFault?.(fault, `worker ${proc.pid} frozen for ${timings.leaseMs * 2} ms`);
+        await sleep(timings.leaseMs * 2);
+        proc.signal('SIGCONT');
+        slot.frozen = false;
+      }
+    }
+
+    // Finishing: no more faults; every worker healthy (armed ones replaced), the runs finish.
+    phase = 'finishing';
+    for (const slot of slots) {
+      if (slot.frozen) slot.proc.signal('SIGCONT');
+      if (slot.armed !== undefined) {
+        const old = slot.proc;
+        slot.armed = undefined;
+        slot.proc = spawnWorker(undefined);
+        watch(slot, slot.proc);
+        void old.stop(timings.leaseMs * 2);
+      }
+    }
+    const finishBy = Date.now() + Math.max(60_000, 30 * timings.leaseMs);
+    while (Date.now() < finishBy) {
+      settled = await countSettled();
+      if (settled >= runIds.length) break;
+      await sleep(250);
+    }
+    phase = 'checking';
+    operating = false;
+    await operatorLoop;
+    stopping = true;
+    await Promise.all(slots.map((s) => s.proc.stop(timings.leaseMs * 2)));
+    clearInterval(progressTimer);
+
+    // The verdict: the books, then the ledger read with SQL.
+    const books: Books[] = [];
+    for (const [, service] of downstreams) {
+      const response = await fetch(`${service.url}/books`);
+      books.push((await response.json()) as Books);
+    }
+    const ledger = await reader.read(tenantId);
+    await reader.close();
+    const verdict = judge(ledger, books);
+    await runtime.close();
+
+    const byStatus: Record<string, number> = {};
+    for (const run of ledger.runs) byStatus[run.status] = (byStatus[run.status] ?? 0) + 1;
+    const stepAt = (at: number): number | null =>
+      applied.filter((a) => a.at <= at).reduce<number | null>((s, a) => Math.max(s ?? 0, a.step), null);
+    const lastFaultAt = (at: number): Applied | undefined =>
+      applied
+        .filter((a) => a.at <= at)
+        .reduce<Applied | undefined>((l, a) => (l === undefined || a.at > l.at ? a : l), undefined);
+
+    // Unknown calls: records that were ever `indeterminate`, or settled by a hook or an operator.
+    const firstUnknownAt = new Map<string, number>();
+    for (const h of ledger.history) {
+      if (
+        (h.to === 'indeterminate' || h.actorKind === 'reconcile' || h.actorKind === 'operator') &&
+        !firstUnknownAt.has(h.key)
+      ) {
+        firstUnknownAt.set(h.key, h.at);
+      }
+    }
+    const unknownKeys = ledger.records.filter(
+      (r) => firstUnknownAt.has(r.key) && TOOL_SERVICES[r.toolName] !== undefined,
+    );
+    const recoveries = recoveryTimes(deaths, ledger.events);
+    const faultStats = FAULT_KINDS.map((kind): FaultStats => {
+      const mine = recoveries.filter((r) => r.kind === kind).map((r) => r.ms);
+      const unknowns = unknownKeys.filter((r) => lastFaultAt(firstUnknownAt.get(r.key) ?? 0)?.kind === kind);
+      return {
+        kind,
+        faults: applied.filter((a) => a.kind === kind).length,
+        kills:
+          deaths.filter((d) => d.kind === kind).length +
+          (kind === 'api-kill' ? applied.filter((a) => a.kind === kind).length : 0),
+        recoveries: mine.length,
+        recoveryP50Ms: quantile(mine, 0.5),
+        recoveryP95Ms: quantile(mine, 0.95),
+        unknowns: unknowns.length,
+        settledByHook: unknowns.filter((r) => r.settledBy === 'reconcile').length,
+        settledByOperator: unknowns.filter((r) => r.settledBy === 'operator').length,
+      };
+    });
+    const violations = verdict.violations.map((v) => ({ ...v, afterStep: stepAt(Date.now()) }));
+    return {
+      seed: options.seed,
+      store: options.store,
+      redis: options.redisUrl !== undefined,
+      tenantId,
+      workers: options.workers,
+      elapsedMs: Date.now() - started,
+      runs: { queued: runIds.length, completed: byStatus.completed ?? 0, byStatus },
+      kills,
+      crashPointsHit: [...crashPointsHit].sort(),
+      faults: faultStats,
+      effects: verdict.effects,
+      duplicates: verdict.violations.filter((v) => v.rule === 'duplicate-effect').length,
+      admittedDuplicates: verdict.admittedDuplicates,
+      unknowns: unknownKeys.length,
+      settledByHook: unknownKeys.filter((r) => r.settledBy === 'reconcile').length,
+      settledByOperator: unknownKeys.filter((r) => r.settledBy === 'operator').length,
+      operatorActions: actions,
+      violations,
+      ok: violations.length === 0,
+    };
+  } finally {
+    await Promise.all([...processes].map((p) => p.kill()));
+    process.off('exit', killAll);
+    process.off('SIGINT', onSignal);
+    process.off('SIGTERM', onSignal);
+    await store.close().catch(() => undefined);
+  }
+}
+
+function storeUrl(options: DrillOptions): string {
+  if (options.store === 'sqlite') return `sqlite:${join(options.workDir, 'drill.db')}`;
+  if (options.databaseUrl === undefined || !/^postgres(ql)?:\/\//.test(options.databaseUrl)) {
+    throw new OncelyError(
+      'CONFIG_INVALID',
+      'a PostgreSQL drill needs the database: --database-url postgres://… or ONCELY_DATABASE_URL ' +
+        '(the drill writes under a tenant of its own, drill-…, and touches nothing else)',
+    );
+  }
+  return options.databaseUrl;
+}
+
+/** For each kill, the runs its process held and how long until another process claimed each. */
+function recoveryTimes(
+  deaths: readonly Death[],
+  events: readonly { runId: string; at: number; type: string; data: Record<string, unknown> }[],
+): { kind: FaultKind; ms: number }[] {
+  const claims = events.filter((e) => e.type === 'run.claimed').sort((a, b) => a.at - b.at);
+  const out: { kind: FaultKind; ms: number }[] = [];
+  const byRun = new Map<string, typeof claims>();
+  for (const c of claims) byRun.set(c.runId, [...(byRun.get(c.runId) ?? []), c]);
+  for (const death of deaths) {
+    for (const [, list] of byRun) {
+      const held = list.filter((c) => c.at <= death.at).at(-1);
+      if (held === undefined || held.data.owner !== death.owner) continue;
+      const next = list.find((c) => c.at > death.at);
+      if (next !== undefined) out.push({ kind: death.kind, ms: next.at - death.at });
+    }
+  }
+  return out;
+}
+
+function quantile(values: readonly number[], q: number): number | null {
+  if (values.length === 0) return null;
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] ?? null;
+}
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      const port = typeof address === 'object' && address !== null ? address.port : 0;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+async function waitReady(baseUrl: string, proc: DrillProcess): Promise<void> {
+  const deadline = Date.now() + 20_000;
+  for (;;) {
+    try {
+      const response = await fetch(`${baseUrl}/readyz`);
+      if (response.ok) return;
+    } catch {
+      // not listening yet
+    }
+    if (!proc.running) throw new Error(`the API process exited:\n${proc.stderr.slice(-2000)}`);
+    if (Date.now() > deadline)
+      throw new Error(`the API process was not ready within 20 s:\n${proc.stderr.slice(-2000)}`);
+    await sleep(50);
+  }
+}
+
+interface UnknownCall {
+  readonly idempotency_key: string;
+  readonly tool_name: string;
+  readonly status: string;
+  readonly updated_at: string;
+}
+
+/**
+ * The drill's operator, through the HTTP API as a person would: approves every pending refund, and
+ * settles the unknown calls no hook settles (the never-applying partner's, and any call unknown for
+ * long) from the downstream service's books: completed with the effect's id if it is there, failed
+ * if not. A call whose attempt may still land is refused by the API (409); it tries again later.
+ */
+class Operator {
+  constructor(
+    private readonly api: { client: ApiClient },
+    private readonly downstreams: ReadonlyMap<DownstreamKind, { url: string }>,
+    private readonly actions: { approved: number; resolved: number; refused: number },
+  ) {}
+
+  async round(timings: DrillTimings): Promise<void> {
+    const approvals = await this.api.client.get<{ items: { idempotency_key: string }[] }>('/v1/approvals', {
+      status: 'pending',
+    });
+    for (const a of approvals.items) {
+      await this.decide(a.idempotency_key);
+    }
+    for (const call of await this.unknownCalls()) {
+      const age = Date.now() - Date.parse(call.updated_at);
+      if (call.tool_name !== 'ping' && age < 10 * timings.leaseMs) continue;
+      await this.resolve(call);
+    }
+  }
+
+  async unknownCalls(): Promise<UnknownCall[]> {
+    const page = await this.api.client.get<{ items: UnknownCall[] }>('/v1/tool-executions', {
+      status: 'unknown',
+    });
+    return page.items;
+  }
+
+  async decide(key: string): Promise<void> {
+    try {
+      await this.api.client.post(`/v1/approvals/${encodeURIComponent(key)}/approve`, {
+        reason: 'drill operator approves',
+      });
+      this.actions.approved += 1;
+    } catch {
+      this.actions.refused += 1;
+    }
+  }
+
+  async truth(call: UnknownCall): Promise<{ id: string } | undefined> {
+    const service = TOOL_SERVICES[call.tool_name];
+    if (service === undefined) return undefined;
+    const url = this.downstreams.get(service.kind)?.url;
+    const response = await fetch(
+      `${url ?? ''}/effects?${service.by}=${encodeURIComponent(call.idempotency_key)}`,
+    );
+    const found = ((await response.json()) as { data: { id: string }[] }).data;
+    return found[0];
+  }
+
+  async resolve(call: UnknownCall): Promise<void> {
+    const effect = await this.truth(call);
+    const body =
+      effect === undefined
+        ? { status: 'failed', reason: `drill operator: the ${call.tool_name} service's books show no effect` }
+        : {
+            status: 'completed',
+            reason: `drill operator: the ${call.tool_name} service's books show effect ${effect.id}`,
+            result: { effectId: effect.id },
+            result_reference: effect.id,
+          };
+    try {
+      await this.api.client.post(
+        `/v1/tool-executions/${encodeURIComponent(call.idempotency_key)}/resolve`,
+        body,
+      );
+      this.actions.resolved += 1;
+    } catch {
+      this.actions.refused += 1;
+    }
+  }
+
+  /**
+   * Sends a resolve (or, with nothing to settle, a list) and kills the API process while it is
+   * handled; `kill` restarts it. The call is settled later, once, whichever way the killed request went.
+   */
+  async killMidResolve(afterMs: number, kill: () => Promise<void>): Promise<string> {
+    const calls = await this.unknownCalls().catch(() => []);
+    const call = calls.find((c) => c.tool_name === 'ping');
+    // Caught at once: the request fails when the process dies under it, before it is awaited.
+    const request = (call === undefined ? this.unknownCalls() : this.resolve(call)).catch((error: unknown) =>
+      errorInfo(error),
+    );
+    await sleep(afterMs);
+    await kill();
+    await request;
+    return call === undefined
+      ? 'API killed while it listed the unknown calls (none to settle)'
+      : `API killed while it resolved ${call.idempotency_key}`;
+  }
+}

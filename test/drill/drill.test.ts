@@ -1,0 +1,90 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import type { DrillReport } from '../../src/drill/run-drill.js';
+import { createTestDatabase } from '../support/databases.js';
+import { OncelyProcess } from '../support/processes.js';
+import { redisUrlOrSkip } from '../support/redis.js';
+
+/*
+ * `oncely drill` end to end, as a user runs it: the built CLI, its downstream processes, its API
+ * process and three worker processes, killed on the schedule of a fixed seed, on one SQLite file and
+ * on PostgreSQL with Redis. The drill's own verdict must be a pass, from a drill that really killed:
+ * its kills made, its runs all completed, effects in the books, unknown calls settled by hooks and by
+ * the operator. (src/drill/checks.test.ts shows each rule of the verdict failing where it should.)
+ */
+
+const redisUrl = await redisUrlOrSkip();
+const dirs: string[] = [];
+afterAll(() => {
+  for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
+});
+
+async function drill(args: readonly string[], env: Record<string, string> = {}): Promise<DrillReport> {
+  const dir = mkdtempSync(join(tmpdir(), 'oncely-drill-'));
+  dirs.push(dir);
+  const p = new OncelyProcess(['drill', ...args, '--work-dir', dir, '--json'], env);
+  const exit = await p.exit(240_000);
+  const report = JSON.parse(p.stdout) as DrillReport;
+  if (!report.ok || exit.code !== 0) {
+    throw new Error(
+      `drill failed (exit ${String(exit.code)}):\n${JSON.stringify(report.violations.slice(0, 10), null, 2)}\n${p.stderr.slice(-3000)}`,
+    );
+  }
+  return report;
+}
+
+function expectRealDrill(report: DrillReport, kills: number, runs: number): void {
+  expect(report.kills).toBeGreaterThanOrEqual(kills);
+  expect(report.runs.queued).toBeGreaterThanOrEqual(runs);
+  expect(report.runs.completed).toBe(report.runs.queued);
+  expect(report.effects).toBeGreaterThan(report.runs.queued);
+  expect(report.duplicates).toBe(0);
+  expect(report.crashPointsHit.length).toBeGreaterThan(0);
+  expect(report.unknowns).toBeGreaterThan(0);
+  expect(report.settledByHook).toBeGreaterThan(0);
+  expect(report.operatorActions.approved).toBeGreaterThan(0);
+  expect(report.violations).toEqual([]);
+}
+
+describe('oncely drill', () => {
+  it('on SQLite: kills workers on a seeded schedule, and every call took effect once', async () => {
+    const report = await drill(['--store', 'sqlite', '--iterations', '8', '--runs', '9', '--seed', '7'], {
+      ONCELY_REDIS_URL: '',
+    });
+    expect(report.store).toBe('sqlite');
+    expectRealDrill(report, 8, 9);
+  }, 300_000);
+
+  it.skipIf(redisUrl === undefined)(
+    'on PostgreSQL with Redis: the same, with the API killed mid-resolve',
+    async () => {
+      const db = await createTestDatabase('drill');
+      try {
+        const report = await drill(
+          [
+            '--store',
+            'postgres',
+            '--database-url',
+            db.url,
+            '--iterations',
+            '12',
+            '--runs',
+            '12',
+            '--seed',
+            '11',
+          ],
+          { ONCELY_REDIS_URL: redisUrl ?? '' },
+        );
+        expect(report.store).toBe('postgres');
+        expect(report.redis).toBe(true);
+        expectRealDrill(report, 12, 12);
+        expect(report.faults.find((f) => f.kind === 'api-kill')?.kills).toBeGreaterThan(0);
+      } finally {
+        await db.drop();
+      }
+    },
+    300_000,
+  );
+});
