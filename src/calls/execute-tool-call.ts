@@ -1,5 +1,5 @@
 import { setMaxListeners } from 'node:events';
-import { crashPoint } from '../crash/index.js';
+import { crashPoint, unsafeSwitch } from '../crash/index.js';
 import { landsUntil, type ToolExecutionRecord } from '../ledger/index.js';
 import type { ReserveRequest, ReserveResult, TransitionRequest, TransitionResult } from '../store/index.js';
 import { approvalsToConsume, consumeApproval } from './approvals.js';
@@ -214,6 +214,11 @@ export async function proceedCall(
   }
   const record = reservation.record;
   assertSameCall(call, record);
+  if (unsafeSwitch('no-ledger') && record.status === 'started') {
+    // Test-only (src/crash/unsafe.ts): what a runtime without a ledger does on replay.
+    const attempt = await runReserved(ledger, call, record, options);
+    return { kind: 'executed', call, record, attempt };
+  }
   const hook = reconcileHookOf(call.tool);
   const decision = ledger.decide(record, options.caller, hook !== undefined);
   const { mayLand } = decision;

@@ -1,6 +1,7 @@
 import { randomInt } from 'node:crypto';
 import { resolve } from 'node:path';
 import { Command, InvalidArgumentError, Option } from 'commander';
+import { armedUnsafeSwitches } from '../crash/index.js';
 import { runDrill, type DrillProgress, type DrillReport } from '../drill/run-drill.js';
 import { positiveInt } from './worker.js';
 import { output, renderTable } from './table.js';
@@ -77,6 +78,12 @@ export function drillCommand(): Command {
         `oncely drill: seed ${seed}, ${flags.store}${redisUrl === undefined ? '' : ' with Redis'}, ` +
           `${flags.workers} workers, ${flags.iterations} kills\n`,
       );
+      const unsafe = armedUnsafeSwitches();
+      if (unsafe.length > 0) {
+        process.stderr.write(
+          `oncely drill: UNSAFE TEST SWITCHES ARMED (${unsafe.join(', ')}): the workers break the promise on purpose; this drill should fail\n`,
+        );
+      }
       const report = await runDrill({
         store: flags.store,
         ...(databaseUrl === undefined ? {} : { databaseUrl }),

@@ -1,3 +1,4 @@
+import { armedUnsafeSwitches } from '../crash/index.js';
 import { Command, InvalidArgumentError } from 'commander';
 import { startWorker } from '../worker/index.js';
 import { shownUrl } from './config.js';
@@ -61,6 +62,13 @@ export function workerCommand(): Command {
         { database: shownUrl(url), agents: [...config.agents.keys()], owner: runtime.owner },
         'worker started',
       );
+      const unsafe = armedUnsafeSwitches();
+      if (unsafe.length > 0) {
+        log.error(
+          { unsafeSwitches: unsafe },
+          'UNSAFE TEST SWITCHES ARMED (ONCELY_UNSAFE_TEST_SWITCHES): this worker breaks the once-only promise on purpose; never run it on real data',
+        );
+      }
       await stopped(log, 'stopping: no new runs; waiting for the runs in flight');
       await stopWithin(
         log,

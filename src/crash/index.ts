@@ -1,1 +1,2 @@
 export { crashPoint, CRASH_POINTS, type CrashPointName } from './crash-point.js';
+export { armedUnsafeSwitches, unsafeSwitch, UNSAFE_SWITCHES, type UnsafeSwitch } from './unsafe.js';

@@ -29,6 +29,8 @@ export interface DrillTimings {
   readonly modelMs: number;
   /** How long an attempt past its timeout may still land. */
   readonly landingMarginMs: number;
+  /** How long the keyed and unkeyed services take to answer once they applied an effect. */
+  readonly serviceMs: number;
 }
 
 export const DEFAULT_TIMINGS: DrillTimings = {
@@ -37,6 +39,7 @@ export const DEFAULT_TIMINGS: DrillTimings = {
   lateMs: 1_200,
   modelMs: 120,
   landingMarginMs: 300,
+  serviceMs: 80,
 };
 
 const TOOLS = fileURLToPath(new URL('./tools.js', import.meta.url));

@@ -56,7 +56,7 @@ export interface DownstreamOptions {
   readonly kind: DownstreamKind;
   /** How long `late` and `never` take to answer. */
   readonly lateMs?: number;
-  /** Every request waits this long first (a network's and a service's own time). */
+  /** How long an answer takes once the effect is applied (a network's and a service's own time). */
   readonly delayMs?: number;
   readonly port?: number;
 }
@@ -135,7 +135,6 @@ export class Downstream {
     const parsed = applySchema.safeParse(await readJson(req));
     if (!parsed.success) return send(res, 400, { error: parsed.error.message });
     this.requests += 1;
-    if (this.#delayMs > 0) await this.#wait(this.#delayMs);
     if (this.kind === 'never') {
       await this.#wait(this.#lateMs);
       return send(res, 504, { error: 'timed out; nothing was applied' });
@@ -145,7 +144,8 @@ export class Downstream {
     if (this.kind !== 'unkeyed' && key === null) return send(res, 400, { error: 'Idempotency-Key required' });
     const existing = key === null ? undefined : this.effects.find((e) => e.key === key);
     const effect = existing ?? this.#record(key, parsed.data);
-    if (this.kind === 'late') await this.#wait(this.#lateMs);
+    // Applied; the answer takes the service's own time (a caller killed meanwhile never hears it).
+    await this.#wait(this.kind === 'late' ? this.#lateMs : this.#delayMs);
     send(res, existing === undefined ? 201 : 200, effect);
   }
 

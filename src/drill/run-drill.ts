@@ -172,7 +172,7 @@ export async function runDrill(options: DrillOptions): Promise<DrillReport> {
     for (const kind of DOWNSTREAM_KINDS) {
       const proc = new DrillProcess(
         `downstream ${kind}`,
-        [DOWNSTREAM_MAIN, kind, String(timings.lateMs), '5'],
+        [DOWNSTREAM_MAIN, kind, String(timings.lateMs), String(timings.serviceMs)],
         {},
         logDir,
       );

@@ -21,15 +21,22 @@ afterAll(() => {
   for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
 });
 
-async function drill(args: readonly string[], env: Record<string, string> = {}): Promise<DrillReport> {
+async function run(
+  args: readonly string[],
+  env: Record<string, string>,
+): Promise<{ report: DrillReport; code: number | null; stderr: string }> {
   const dir = mkdtempSync(join(tmpdir(), 'oncely-drill-'));
   dirs.push(dir);
   const p = new OncelyProcess(['drill', ...args, '--work-dir', dir, '--json'], env);
   const exit = await p.exit(240_000);
-  const report = JSON.parse(p.stdout) as DrillReport;
-  if (!report.ok || exit.code !== 0) {
+  return { report: JSON.parse(p.stdout) as DrillReport, code: exit.code, stderr: p.stderr };
+}
+
+async function drill(args: readonly string[], env: Record<string, string> = {}): Promise<DrillReport> {
+  const { report, code, stderr } = await run(args, env);
+  if (!report.ok || code !== 0) {
     throw new Error(
-      `drill failed (exit ${String(exit.code)}):\n${JSON.stringify(report.violations.slice(0, 10), null, 2)}\n${p.stderr.slice(-3000)}`,
+      `drill failed (exit ${String(code)}):\n${JSON.stringify(report.violations.slice(0, 10), null, 2)}\n${stderr.slice(-3000)}`,
     );
   }
   return report;
@@ -49,6 +56,23 @@ function expectRealDrill(report: DrillReport, kills: number, runs: number): void
 }
 
 describe('oncely drill', () => {
+  it('fails, naming the duplicates and the seed, when the workers run without the ledger (a test-only switch)', async () => {
+    const { report, code, stderr } = await run(
+      ['--store', 'sqlite', '--iterations', '40', '--runs', '9', '--seed', '5'],
+      { ONCELY_REDIS_URL: '', ONCELY_UNSAFE_TEST_SWITCHES: 'no-ledger' },
+    );
+    expect(stderr).toContain('UNSAFE TEST SWITCHES ARMED (no-ledger)');
+    expect(code).toBe(1);
+    expect(report.ok).toBe(false);
+    // A call whose process died mid-call is run again: a second charge on the service without keys,
+    // and an outcome recorded by a process that did not start the attempt.
+    expect(report.duplicates).toBeGreaterThan(0);
+    const rules = new Set(report.violations.map((v) => v.rule));
+    expect(rules).toContain('duplicate-effect');
+    expect(rules).toContain('outcome-of-another-attempt');
+    expect(report.violations.find((v) => v.rule === 'duplicate-effect')?.key).toMatch(/^drill_\d+:call_/);
+  }, 300_000);
+
   it('on SQLite: kills workers on a seeded schedule, and every call took effect once', async () => {
     const report = await drill(['--store', 'sqlite', '--iterations', '8', '--runs', '9', '--seed', '7'], {
       ONCELY_REDIS_URL: '',
