@@ -32,6 +32,7 @@ interface DrillFlags {
   seed?: number;
   duration: number;
   workDir?: string;
+  redisServer?: boolean;
   json?: boolean;
 }
 
@@ -67,15 +68,25 @@ export function drillCommand(): Command {
       '--work-dir <dir>',
       'where the configuration, the SQLite file and logs go (default: .oncely/drill-<seed>)',
     )
+    .option(
+      '--redis-server',
+      'start a redis-server of its own (on PATH) for the processes, and SIGKILL it and start it again once mid-run',
+    )
     .option('--json', 'print the report as JSON')
     .action(async (flags: DrillFlags) => {
       const seed = flags.seed ?? randomInt(0, 0xffffffff);
       const databaseUrl = flags.databaseUrl ?? process.env.ONCELY_DATABASE_URL;
       const redisUrl = process.env.ONCELY_REDIS_URL || undefined;
+      const redis =
+        flags.redisServer === true
+          ? { own: true as const }
+          : redisUrl === undefined
+            ? undefined
+            : { url: redisUrl };
       const live = process.stderr.isTTY;
       let lastLine = 0;
       process.stderr.write(
-        `oncely drill: seed ${seed}, ${flags.store}${redisUrl === undefined ? '' : ' with Redis'}, ` +
+        `oncely drill: seed ${seed}, ${flags.store}${redis === undefined ? '' : 'own' in redis ? ' with its own Redis' : ' with Redis'}, ` +
           `${flags.workers} workers, ${flags.iterations} kills\n`,
       );
       const unsafe = armedUnsafeSwitches();
@@ -87,7 +98,7 @@ export function drillCommand(): Command {
       const report = await runDrill({
         store: flags.store,
         ...(databaseUrl === undefined ? {} : { databaseUrl }),
-        ...(redisUrl === undefined ? {} : { redisUrl }),
+        ...(redis === undefined ? {} : { redis }),
         runs: flags.runs,
         workers: flags.workers,
         iterations: flags.iterations,

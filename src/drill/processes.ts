@@ -35,8 +35,9 @@ export class DrillProcess {
     args: readonly string[],
     env: Readonly<Record<string, string>>,
     logDir?: string,
+    command: string = process.execPath,
   ) {
-    this.child = spawn(process.execPath, args, {
+    this.child = spawn(command, args, {
       env: { ...process.env, ...env },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
@@ -55,6 +56,11 @@ export class DrillProcess {
     this.child.once('close', () => log?.end());
     this.exited = new Promise((resolve) => {
       this.child.once('exit', (code, signal) => resolve({ code, signal }));
+      // It could not be started at all (no such program): said in its output, as an exit.
+      this.child.once('error', (error) => {
+        this.stderr += `${name} could not be started: ${error.message}\n`;
+        resolve({ code: -1, signal: null });
+      });
     });
   }
 
@@ -63,7 +69,7 @@ export class DrillProcess {
   }
 
   get running(): boolean {
-    return this.child.exitCode === null && this.child.signalCode === null;
+    return this.child.exitCode === null && this.child.signalCode === null && this.child.pid !== undefined;
   }
 
   /** Waits until its output holds `pattern`, or fails after `ms` (or at its exit). */

@@ -15,6 +15,7 @@ import { DOWNSTREAM_KINDS, type Books, type DownstreamKind } from './downstream.
 import { openLedgerReader } from './read-ledger.js';
 import { CLI, DOWNSTREAM_MAIN, DrillProcess } from './processes.js';
 import { FAULT_KINDS, schedule, type Fault, type FaultKind } from './schedule.js';
+import { CRASH_POINTS, type CrashPointName } from '../crash/index.js';
 
 /*
  * `oncely drill`: the proof, run against a store of the user's choosing. It starts the downstream
@@ -32,8 +33,13 @@ export interface DrillOptions {
   readonly store: DrillStoreKind;
   /** PostgreSQL: the database to drill (its own tenant, `drill-…`: nothing else is touched). */
   readonly databaseUrl?: string;
-  /** Workers and the API use Redis for wake-ups and run events. */
-  readonly redisUrl?: string;
+  /**
+   * Workers and the API use Redis for wake-ups and run events: `{ url }`, a Redis of yours, whose
+   * client connections the drill cuts once (CLIENT KILL; the server itself is left alone); or
+   * `{ own: true }`, a redis-server the drill starts on a port of its own and SIGKILLs and starts
+   * again once.
+   */
+  readonly redis?: { readonly url: string } | { readonly own: true };
   /** Runs queued at first; another wave is queued each time they are all done before the kills are. */
   readonly runs: number;
   readonly workers: number;
@@ -180,6 +186,7 @@ export async function runDrill(options: DrillOptions): Promise<DrillReport> {
       const [, serviceUrl = ''] = await proc.waitFor(/listening (\S+)/, 10_000);
       downstreams.set(kind, { proc, url: serviceUrl });
     }
+    const redis = options.redis === undefined ? undefined : await startRedis(options.redis, logDir, track);
     const env: Record<string, string> = {
       ONCELY_DRILL_KEYED_URL: downstreams.get('keyed')?.url ?? '',
       ONCELY_DRILL_UNKEYED_URL: downstreams.get('unkeyed')?.url ?? '',
@@ -187,7 +194,7 @@ export async function runDrill(options: DrillOptions): Promise<DrillReport> {
       ONCELY_DRILL_NEVER_URL: downstreams.get('never')?.url ?? '',
       ONCELY_DRILL_TOOL_TIMEOUT_MS: String(timings.toolTimeoutMs),
       ONCELY_LOG_LEVEL: 'info',
-      ...(options.redisUrl === undefined ? { ONCELY_REDIS_URL: '' } : { ONCELY_REDIS_URL: options.redisUrl }),
+      ONCELY_REDIS_URL: redis?.url ?? '',
     };
 
     // The API process, restarted whenever the drill kills it.
@@ -332,6 +339,7 @@ export async function runDrill(options: DrillOptions): Promise<DrillReport> {
       workers: options.workers,
       leaseMs: timings.leaseMs,
       api: true,
+      redis: redis !== undefined,
     });
     const freeSlot = (preferred: number): Slot | undefined => {
       for (let i = 0; i < slots.length; i++) {
@@ -349,9 +357,21 @@ export async function runDrill(options: DrillOptions): Promise<DrillReport> {
       return undefined;
     };
     const deadline = started + options.durationMs;
-    while (kills < options.iterations && Date.now() < deadline) {
+    // Every crash point fires and every kind of fault is applied at least once, whatever the count
+    // of kills (a point whose armed worker never got there is armed again).
+    const kindsWanted = FAULT_KINDS.filter((k) => k !== 'redis' || redis !== undefined);
+    const missingPoints = (): CrashPointName[] => CRASH_POINTS.filter((p) => !crashPointsHit.has(p));
+    const covered = (): boolean =>
+      missingPoints().length === 0 && kindsWanted.every((k) => applied.some((a) => a.kind === k));
+    let pending: Fault | undefined;
+    while ((kills < options.iterations || !covered()) && Date.now() < deadline) {
       if (settled >= runIds.length) await queueWave();
-      const fault = faults.next().value as Fault;
+      let fault = pending ?? (faults.next().value as Fault);
+      pending = undefined;
+      if (fault.kind === 'crash-point' && kills >= options.iterations) {
+        const missing = missingPoints()[0];
+        if (missing !== undefined) fault = { ...fault, point: missing };
+      }
       await sleep(fault.kind === 'kill' || fault.kind === 'boot-kill' ? 0 : fault.delayMs);
       if (fault.kind === 'api-kill') {
         const detail = await operator.killMidResolve(fault.delayMs % 5, async () => {
@@ -360,6 +380,14 @@ export async function runDrill(options: DrillOptions): Promise<DrillReport> {
           applied.push({ at: Date.now(), kind: fault.kind, step: fault.step });
           await startApi();
         });
+        options.onFault?.(fault, detail);
+        continue;
+      }
+      if (fault.kind === 'redis') {
+        if (redis === undefined) continue;
+        const detail = await redis.cut();
+        if (redis.own) kills += 1;
+        applied.push({ at: Date.now(), kind: fault.kind, step: fault.step });
         options.onFault?.(fault, detail);
         continue;
       }
@@ -377,6 +405,8 @@ export async function runDrill(options: DrillOptions): Promise<DrillReport> {
       }
       const slot = freeSlot(fault.slot);
       if (slot === undefined) {
+        // Every worker is armed or frozen: the same fault, once one is free.
+        pending = fault;
         await sleep(100);
         continue;
       }
@@ -486,7 +516,9 @@ export async function runDrill(options: DrillOptions): Promise<DrillReport> {
         faults: applied.filter((a) => a.kind === kind).length,
         kills:
           deaths.filter((d) => d.kind === kind).length +
-          (kind === 'api-kill' ? applied.filter((a) => a.kind === kind).length : 0),
+          (kind === 'api-kill' || (kind === 'redis' && redis?.own === true)
+            ? applied.filter((a) => a.kind === kind).length
+            : 0),
         recoveries: mine.length,
         recoveryP50Ms: quantile(mine, 0.5),
         recoveryP95Ms: quantile(mine, 0.95),
@@ -499,7 +531,7 @@ export async function runDrill(options: DrillOptions): Promise<DrillReport> {
     return {
       seed: options.seed,
       store: options.store,
-      redis: options.redisUrl !== undefined,
+      redis: redis !== undefined,
       tenantId,
       workers: options.workers,
       elapsedMs: Date.now() - started,
@@ -524,6 +556,68 @@ export async function runDrill(options: DrillOptions): Promise<DrillReport> {
     process.off('SIGTERM', onSignal);
     await store.close().catch(() => undefined);
   }
+}
+
+interface DrillRedis {
+  readonly url: string;
+  /** The drill's own server (killed and started again), or the user's (its clients cut off). */
+  readonly own: boolean;
+  /** Cuts Redis off once: says what it did. */
+  cut(): Promise<string>;
+}
+
+/** The Redis the processes use, and how the drill cuts it off. */
+async function startRedis(
+  choice: NonNullable<DrillOptions['redis']>,
+  logDir: string,
+  track: (proc: DrillProcess) => DrillProcess,
+): Promise<DrillRedis> {
+  const { Redis } = await import('ioredis');
+  if ('url' in choice) {
+    return {
+      url: choice.url,
+      own: false,
+      async cut() {
+        const admin = new Redis(choice.url, { lazyConnect: true, maxRetriesPerRequest: 1 });
+        try {
+          await admin.connect();
+          // Every client of this Redis, the drill's processes' and any other's: what a restart looks
+          // like from the clients' side; the server and its data are left alone.
+          const normal = await admin.call('CLIENT', 'KILL', 'TYPE', 'normal', 'SKIPME', 'yes');
+          const pubsub = await admin.call('CLIENT', 'KILL', 'TYPE', 'pubsub');
+          return `Redis connections cut (${String(normal)} clients, ${String(pubsub)} subscribers)`;
+        } finally {
+          admin.disconnect();
+        }
+      },
+    };
+  }
+  const port = await freePort();
+  const url = `redis://127.0.0.1:${port}`;
+  const start = async (): Promise<DrillProcess> => {
+    const proc = track(
+      new DrillProcess(
+        'redis',
+        ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'],
+        {},
+        logDir,
+        'redis-server',
+      ),
+    );
+    await proc.waitFor(/Ready to accept connections/, 10_000);
+    return proc;
+  };
+  let server = await start();
+  return {
+    url,
+    own: true,
+    async cut() {
+      await server.kill();
+      await sleep(1_000);
+      server = await start();
+      return `redis-server killed, started again after 1 s on port ${port}`;
+    },
+  };
 }
 
 function storeUrl(options: DrillOptions): string {

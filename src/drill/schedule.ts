@@ -7,7 +7,7 @@ import { CRASH_POINTS, type CrashPointName } from '../crash/index.js';
  * what the drill does, and each violation names the schedule step that preceded it.
  */
 
-export const FAULT_KINDS = ['crash-point', 'kill', 'boot-kill', 'freeze', 'api-kill'] as const;
+export const FAULT_KINDS = ['crash-point', 'kill', 'boot-kill', 'freeze', 'api-kill', 'redis'] as const;
 export type FaultKind = (typeof FAULT_KINDS)[number];
 
 export interface Fault {
@@ -42,16 +42,21 @@ export interface ScheduleOptions {
   readonly leaseMs: number;
   /** Whether the API process is the drill's (then `api-kill` is scheduled). */
   readonly api: boolean;
+  /** Whether the processes use Redis (then it is cut off, once, among the first steps). */
+  readonly redis: boolean;
 }
 
 /**
  * The fault schedule, endless (the drill takes as many steps as it needs): every crash point and
- * every fault kind comes within the first steps, then they come at random, weighted toward kills.
+ * every fault kind comes within the first steps, then they come at random, weighted toward kills
+ * (Redis is cut off once only).
  */
 export function* schedule(options: ScheduleOptions): Generator<Fault> {
   const next = random(options.seed);
   const pick = <T>(items: readonly T[]): T => items[Math.floor(next() * items.length)] as T;
-  const kinds = FAULT_KINDS.filter((k) => options.api || k !== 'api-kill');
+  const kinds = FAULT_KINDS.filter(
+    (k) => (options.api || k !== 'api-kill') && (options.redis || k !== 'redis'),
+  );
   // First every crash point once, and every other kind once, in an order of the seed's.
   const opening: { kind: FaultKind; point?: CrashPointName }[] = [
     ...CRASH_POINTS.map((point) => ({ kind: 'crash-point' as const, point })),

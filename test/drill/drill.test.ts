@@ -1,11 +1,14 @@
+import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
+import { CRASH_POINTS } from '../../src/crash/index.js';
 import type { DrillReport } from '../../src/drill/run-drill.js';
 import { createTestDatabase } from '../support/databases.js';
 import { OncelyProcess } from '../support/processes.js';
-import { redisUrlOrSkip } from '../support/redis.js';
+import { DrillProcess } from '../../src/drill/processes.js';
+import { createServer } from 'node:net';
 
 /*
  * `oncely drill` end to end, as a user runs it: the built CLI, its downstream processes, its API
@@ -15,7 +18,13 @@ import { redisUrlOrSkip } from '../support/redis.js';
  * the operator. (src/drill/checks.test.ts shows each rule of the verdict failing where it should.)
  */
 
-const redisUrl = await redisUrlOrSkip();
+const hasRedisServer = spawnSync('redis-server', ['--version']).status === 0;
+if (!hasRedisServer) {
+  if (process.env.ONCELY_REQUIRE_REDIS === '1') {
+    throw new Error('ONCELY_REQUIRE_REDIS=1 but redis-server is not installed');
+  }
+  process.stderr.write('\n*** DRILL WITH ITS OWN REDIS SKIPPED: redis-server is not installed ***\n\n');
+}
 const dirs: string[] = [];
 afterAll(() => {
   for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
@@ -42,13 +51,28 @@ async function drill(args: readonly string[], env: Record<string, string> = {}):
   return report;
 }
 
+async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      server.close(() => resolve(typeof address === 'object' && address !== null ? address.port : 0));
+    });
+  });
+}
+
 function expectRealDrill(report: DrillReport, kills: number, runs: number): void {
   expect(report.kills).toBeGreaterThanOrEqual(kills);
   expect(report.runs.queued).toBeGreaterThanOrEqual(runs);
   expect(report.runs.completed).toBe(report.runs.queued);
   expect(report.effects).toBeGreaterThan(report.runs.queued);
   expect(report.duplicates).toBe(0);
-  expect(report.crashPointsHit.length).toBeGreaterThan(0);
+  // Every named crash point fired, and every kind of fault was applied, at least once.
+  expect(report.crashPointsHit).toEqual([...CRASH_POINTS].sort());
+  for (const f of report.faults) {
+    if (f.kind !== 'redis' || report.redis) expect(`${f.kind}: ${f.faults}`).not.toBe(`${f.kind}: 0`);
+  }
   expect(report.unknowns).toBeGreaterThan(0);
   expect(report.settledByHook).toBeGreaterThan(0);
   expect(report.operatorActions.approved).toBeGreaterThan(0);
@@ -81,32 +105,62 @@ describe('oncely drill', () => {
     expectRealDrill(report, 8, 9);
   }, 300_000);
 
-  it.skipIf(redisUrl === undefined)(
-    'on PostgreSQL with Redis: the same, with the API killed mid-resolve',
+  it.skipIf(!hasRedisServer)(
+    'on PostgreSQL with a Redis of its own, SIGKILLed and started again mid-run: the same',
     async () => {
       const db = await createTestDatabase('drill');
       try {
         const report = await drill(
-          [
-            '--store',
-            'postgres',
-            '--database-url',
-            db.url,
+          ['--store', 'postgres', '--database-url', db.url, '--redis-server'].concat([
             '--iterations',
             '12',
             '--runs',
             '12',
             '--seed',
             '11',
-          ],
-          { ONCELY_REDIS_URL: redisUrl ?? '' },
+          ]),
+          { ONCELY_REDIS_URL: '' },
         );
         expect(report.store).toBe('postgres');
         expect(report.redis).toBe(true);
         expectRealDrill(report, 12, 12);
         expect(report.faults.find((f) => f.kind === 'api-kill')?.kills).toBeGreaterThan(0);
+        expect(report.faults.find((f) => f.kind === 'redis')?.kills).toBe(1);
       } finally {
         await db.drop();
+      }
+    },
+    300_000,
+  );
+
+  it.skipIf(!hasRedisServer)(
+    "on SQLite with the Redis of ONCELY_REDIS_URL: its clients' connections are cut once, the server left alone",
+    async () => {
+      // A Redis of the test's own, standing for a user's: cutting its clients touches no other test.
+      const port = await freePort();
+      const server = new DrillProcess(
+        'redis',
+        ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'],
+        {},
+        undefined,
+        'redis-server',
+      );
+      try {
+        await server.waitFor(/Ready to accept connections/, 10_000);
+        const report = await drill(
+          ['--store', 'sqlite', '--iterations', '8', '--runs', '9', '--seed', '23'],
+          {
+            ONCELY_REDIS_URL: `redis://127.0.0.1:${port}`,
+          },
+        );
+        expect(report.redis).toBe(true);
+        expectRealDrill(report, 8, 9);
+        const cut = report.faults.find((f) => f.kind === 'redis');
+        expect(cut?.faults).toBe(1);
+        expect(cut?.kills).toBe(0);
+        expect(server.running).toBe(true);
+      } finally {
+        await server.kill();
       }
     },
     300_000,
