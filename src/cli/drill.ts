@@ -1,7 +1,7 @@
 import { randomInt } from 'node:crypto';
 import { resolve } from 'node:path';
 import { Command, InvalidArgumentError, Option } from 'commander';
-import { armedUnsafeSwitches } from '../crash/index.js';
+import { armedUnsafeSwitches, CRASH_POINTS, type CrashPointName } from '../crash/index.js';
 import { runDrill, type DrillProgress, type DrillReport } from '../drill/run-drill.js';
 import { positiveInt } from './worker.js';
 import { output, renderTable } from './table.js';
@@ -13,6 +13,20 @@ function duration(value: string): number {
   const n = Number(match[1]);
   const unit = match[2] ?? 's';
   return n * (unit === 'ms' ? 1 : unit === 's' ? 1_000 : unit === 'm' ? 60_000 : 3_600_000);
+}
+
+function crashPointsOf(value: string): CrashPointName[] {
+  const names = value
+    .split(',')
+    .map((s) => s.trim())
+    .filter((s) => s !== '');
+  const unknown = names.filter((n) => !(CRASH_POINTS as readonly string[]).includes(n));
+  if (names.length === 0 || unknown.length > 0) {
+    throw new InvalidArgumentError(
+      `--crash-points takes a comma-separated list of ${CRASH_POINTS.join(', ')}${unknown.length > 0 ? `; not ${unknown.join(', ')}` : ''}`,
+    );
+  }
+  return names as CrashPointName[];
 }
 
 function seedOf(value: string): number {
@@ -33,6 +47,7 @@ interface DrillFlags {
   duration: number;
   workDir?: string;
   redisServer?: boolean;
+  crashPoints?: CrashPointName[];
   json?: boolean;
 }
 
@@ -72,6 +87,11 @@ export function drillCommand(): Command {
       '--redis-server',
       'start a redis-server of its own (on PATH) for the processes, and SIGKILL it and start it again once mid-run',
     )
+    .option(
+      '--crash-points <list>',
+      'arm only these crash points (comma-separated; default: all of them)',
+      crashPointsOf,
+    )
     .option('--json', 'print the report as JSON')
     .action(async (flags: DrillFlags) => {
       const seed = flags.seed ?? randomInt(0, 0xffffffff);
@@ -99,6 +119,7 @@ export function drillCommand(): Command {
         store: flags.store,
         ...(databaseUrl === undefined ? {} : { databaseUrl }),
         ...(redis === undefined ? {} : { redis }),
+        ...(flags.crashPoints === undefined ? {} : { crashPoints: flags.crashPoints }),
         runs: flags.runs,
         workers: flags.workers,
         iterations: flags.iterations,

@@ -51,6 +51,8 @@ export interface DrillOptions {
   /** Where the configuration, the SQLite file and the processes' logs go. */
   readonly workDir: string;
   readonly timings?: DrillTimings;
+  /** The crash points armed (default: every named point); each fires at least once. */
+  readonly crashPoints?: readonly CrashPointName[];
   /** Told of the drill's progress every quarter second. */
   readonly onProgress?: (progress: DrillProgress) => void;
   /** Told of each fault as it is applied. */
@@ -340,6 +342,7 @@ export async function runDrill(options: DrillOptions): Promise<DrillReport> {
       leaseMs: timings.leaseMs,
       api: true,
       redis: redis !== undefined,
+      ...(options.crashPoints === undefined ? {} : { points: options.crashPoints }),
     });
     const freeSlot = (preferred: number): Slot | undefined => {
       for (let i = 0; i < slots.length; i++) {
@@ -360,7 +363,8 @@ export async function runDrill(options: DrillOptions): Promise<DrillReport> {
     // Every crash point fires and every kind of fault is applied at least once, whatever the count
     // of kills (a point whose armed worker never got there is armed again).
     const kindsWanted = FAULT_KINDS.filter((k) => k !== 'redis' || redis !== undefined);
-    const missingPoints = (): CrashPointName[] => CRASH_POINTS.filter((p) => !crashPointsHit.has(p));
+    const missingPoints = (): CrashPointName[] =>
+      (options.crashPoints ?? CRASH_POINTS).filter((p) => !crashPointsHit.has(p));
     const covered = (): boolean =>
       missingPoints().length === 0 && kindsWanted.every((k) => applied.some((a) => a.kind === k));
     let pending: Fault | undefined;

@@ -44,6 +44,8 @@ export interface ScheduleOptions {
   readonly api: boolean;
   /** Whether the processes use Redis (then it is cut off, once, among the first steps). */
   readonly redis: boolean;
+  /** The crash points to arm (default: all of them). */
+  readonly points?: readonly CrashPointName[];
 }
 
 /**
@@ -58,8 +60,9 @@ export function* schedule(options: ScheduleOptions): Generator<Fault> {
     (k) => (options.api || k !== 'api-kill') && (options.redis || k !== 'redis'),
   );
   // First every crash point once, and every other kind once, in an order of the seed's.
+  const points = options.points ?? CRASH_POINTS;
   const opening: { kind: FaultKind; point?: CrashPointName }[] = [
-    ...CRASH_POINTS.map((point) => ({ kind: 'crash-point' as const, point })),
+    ...points.map((point) => ({ kind: 'crash-point' as const, point })),
     ...kinds.filter((k) => k !== 'crash-point').map((kind) => ({ kind })),
   ];
   for (let i = opening.length - 1; i > 0; i--) {
@@ -83,7 +86,7 @@ export function* schedule(options: ScheduleOptions): Generator<Fault> {
     const slot = Math.floor(next() * options.workers);
     const gap = 150 + Math.floor(next() * 600);
     if (kind === 'crash-point') {
-      const point = planned?.point ?? pick(CRASH_POINTS);
+      const point = planned?.point ?? pick(points);
       yield { step, kind, slot, point, skip: Math.floor(next() * 4), delayMs: gap };
     } else if (kind === 'kill') {
       // A random moment of a worker's life: up to a lease into its drive.
