@@ -38,7 +38,7 @@ function seedOf(value: string): number {
 }
 
 interface DrillFlags {
-  store: 'postgres' | 'sqlite';
+  store: 'postgres' | 'sqlite' | 'embedded-postgres';
   databaseUrl?: string;
   runs: number;
   workers: number;
@@ -61,8 +61,11 @@ export function drillCommand(): Command {
       'kill real workers on purpose (crash points, random moments, freezes, the API mid-resolve) and prove one effect per call',
     )
     .addOption(
-      new Option('--store <kind>', 'the store to drill: postgres (--database-url) or one SQLite file')
-        .choices(['postgres', 'sqlite'])
+      new Option(
+        '--store <kind>',
+        'the store to drill: postgres (--database-url), one SQLite file, or embedded-postgres (a server of its own, restarted once mid-run)',
+      )
+        .choices(['postgres', 'sqlite', 'embedded-postgres'])
         .default('sqlite'),
     )
     .option(

@@ -28,7 +28,7 @@ const SQL = {
     WHERE tenant_id = $1 AND type IN ('run.claimed', 'model.response') ORDER BY run_id, seq`,
 } as const;
 
-export async function openLedgerReader(url: string): Promise<LedgerReader> {
+export function openLedgerReader(url: string): LedgerReader {
   if (url.startsWith('sqlite:')) {
     const db = new Database(url.slice('sqlite:'.length), { readonly: true, fileMustExist: true });
     db.pragma('busy_timeout = 5000');
@@ -40,8 +40,9 @@ export async function openLedgerReader(url: string): Promise<LedgerReader> {
       close: () => Promise.resolve(void db.close()),
     };
   }
-  const client = new pg.Client({ connectionString: url });
-  await client.connect();
+  // A pool of one: a connection lost with a server restart is replaced at the next read.
+  const client = new pg.Pool({ connectionString: url, max: 1 });
+  client.on('error', () => undefined);
   return {
     settledRuns: async (tenantId) =>
       Number((await client.query<Row>(SQL.settled, [tenantId])).rows[0]?.n ?? 0),

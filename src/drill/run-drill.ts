@@ -13,6 +13,7 @@ import { judge, TOOL_SERVICES, type Violation } from './checks.js';
 import { agentNames, DEFAULT_TIMINGS, writeDrillConfig, type DrillTimings } from './config.js';
 import { DOWNSTREAM_KINDS, type Books, type DownstreamKind } from './downstream.js';
 import { openLedgerReader } from './read-ledger.js';
+import { startOwnPostgres } from './own-postgres.js';
 import { CLI, DOWNSTREAM_MAIN, DrillProcess } from './processes.js';
 import { FAULT_KINDS, schedule, type Fault, type FaultKind } from './schedule.js';
 import { CRASH_POINTS, type CrashPointName } from '../crash/index.js';
@@ -27,7 +28,7 @@ import { CRASH_POINTS, type CrashPointName } from '../crash/index.js';
  * finish every run; then the ledger (read with SQL) is judged against the books (checks.ts).
  */
 
-export type DrillStoreKind = 'postgres' | 'sqlite';
+export type DrillStoreKind = 'postgres' | 'sqlite' | 'embedded-postgres';
 
 export interface DrillOptions {
   readonly store: DrillStoreKind;
@@ -147,8 +148,17 @@ export async function runDrill(options: DrillOptions): Promise<DrillReport> {
   const configFile = writeDrillConfig(options.workDir, id, timings);
   const agents = agentNames(id);
   const tenantId = `${TENANT_PREFIX}-${id}`;
-  const url = storeUrl(options);
-  const store = await openStore(url, { migrate: true, create: true });
+  // With a PostgreSQL of its own (embedded-postgres), the drill restarts the server once mid-run.
+  const ownPostgres =
+    options.store === 'embedded-postgres' ? await startOwnPostgres('drill', { fsync: true }) : undefined;
+  const url = ownPostgres?.url ?? storeUrl(options);
+  let store;
+  try {
+    store = await openStore(url, { migrate: true, create: true });
+  } catch (error) {
+    await ownPostgres?.destroy();
+    throw error;
+  }
   /** The drill's live processes (each leaves the set when it exits). */
   const processes = new Set<DrillProcess>();
   const track = (proc: DrillProcess): DrillProcess => {
@@ -320,7 +330,7 @@ export async function runDrill(options: DrillOptions): Promise<DrillReport> {
         phase,
       });
     }, 250);
-    const reader = await openLedgerReader(url);
+    const reader = openLedgerReader(url);
     const countSettled = (): Promise<number> => reader.settledRuns(tenantId);
     let operating = true;
     const operatorErrors: string[] = [];
@@ -342,6 +352,7 @@ export async function runDrill(options: DrillOptions): Promise<DrillReport> {
       leaseMs: timings.leaseMs,
       api: true,
       redis: redis !== undefined,
+      postgres: ownPostgres !== undefined,
       ...(options.crashPoints === undefined ? {} : { points: options.crashPoints }),
     });
     const freeSlot = (preferred: number): Slot | undefined => {
@@ -362,7 +373,10 @@ export async function runDrill(options: DrillOptions): Promise<DrillReport> {
     const deadline = started + options.durationMs;
     // Every crash point fires and every kind of fault is applied at least once, whatever the count
     // of kills (a point whose armed worker never got there is armed again).
-    const kindsWanted = FAULT_KINDS.filter((k) => k !== 'redis' || redis !== undefined);
+    const kindsWanted = FAULT_KINDS.filter(
+      (k) =>
+        (k !== 'redis' || redis !== undefined) && (k !== 'postgres-restart' || ownPostgres !== undefined),
+    );
     const missingPoints = (): CrashPointName[] =>
       (options.crashPoints ?? CRASH_POINTS).filter((p) => !crashPointsHit.has(p));
     const covered = (): boolean =>
@@ -385,6 +399,16 @@ export async function runDrill(options: DrillOptions): Promise<DrillReport> {
           await startApi();
         });
         options.onFault?.(fault, detail);
+        continue;
+      }
+      if (fault.kind === 'postgres-restart') {
+        if (ownPostgres === undefined) continue;
+        // A fast shutdown (every connection cut, in-flight transactions rolled back), then up again.
+        await ownPostgres.stop();
+        applied.push({ at: Date.now(), kind: fault.kind, step: fault.step });
+        await sleep(1_000);
+        await ownPostgres.start();
+        options.onFault?.(fault, 'PostgreSQL stopped, started again after 1 s');
         continue;
       }
       if (fault.kind === 'redis') {
@@ -559,6 +583,7 @@ export async function runDrill(options: DrillOptions): Promise<DrillReport> {
     process.off('SIGINT', onSignal);
     process.off('SIGTERM', onSignal);
     await store.close().catch(() => undefined);
+    await ownPostgres?.destroy();
   }
 }
 

@@ -7,7 +7,15 @@ import { CRASH_POINTS, type CrashPointName } from '../crash/index.js';
  * what the drill does, and each violation names the schedule step that preceded it.
  */
 
-export const FAULT_KINDS = ['crash-point', 'kill', 'boot-kill', 'freeze', 'api-kill', 'redis'] as const;
+export const FAULT_KINDS = [
+  'crash-point',
+  'kill',
+  'boot-kill',
+  'freeze',
+  'api-kill',
+  'redis',
+  'postgres-restart',
+] as const;
 export type FaultKind = (typeof FAULT_KINDS)[number];
 
 export interface Fault {
@@ -44,6 +52,8 @@ export interface ScheduleOptions {
   readonly api: boolean;
   /** Whether the processes use Redis (then it is cut off, once, among the first steps). */
   readonly redis: boolean;
+  /** Whether the drill runs its PostgreSQL itself (then the server is restarted, once). */
+  readonly postgres?: boolean;
   /** The crash points to arm (default: all of them). */
   readonly points?: readonly CrashPointName[];
 }
@@ -51,13 +61,16 @@ export interface ScheduleOptions {
 /**
  * The fault schedule, endless (the drill takes as many steps as it needs): every crash point and
  * every fault kind comes within the first steps, then they come at random, weighted toward kills
- * (Redis is cut off once only).
+ * (Redis is cut off, and the drill's own PostgreSQL restarted, once only).
  */
 export function* schedule(options: ScheduleOptions): Generator<Fault> {
   const next = random(options.seed);
   const pick = <T>(items: readonly T[]): T => items[Math.floor(next() * items.length)] as T;
   const kinds = FAULT_KINDS.filter(
-    (k) => (options.api || k !== 'api-kill') && (options.redis || k !== 'redis'),
+    (k) =>
+      (options.api || k !== 'api-kill') &&
+      (options.redis || k !== 'redis') &&
+      (options.postgres === true || k !== 'postgres-restart'),
   );
   // First every crash point once, and every other kind once, in an order of the seed's.
   const points = options.points ?? CRASH_POINTS;
