@@ -26,6 +26,9 @@ import {
 } from './record-outcome.js';
 import { reconcileHookOf, reconcileRecord, reportLoss } from './settlement.js';
 
+/** Test-only (src/crash/unsafe.ts), read once: replay a started call as if there were no ledger. */
+const NO_LEDGER = unsafeSwitch('no-ledger');
+
 export interface CallOptions {
   /** Aborting it aborts the tool's signal; a write in flight then becomes unknown, never failed. */
   readonly signal?: AbortSignal;
@@ -214,7 +217,7 @@ export async function proceedCall(
   }
   const record = reservation.record;
   assertSameCall(call, record);
-  if (unsafeSwitch('no-ledger') && record.status === 'started') {
+  if (NO_LEDGER && record.status === 'started') {
     // Test-only (src/crash/unsafe.ts): what a runtime without a ledger does on replay.
     const attempt = await runReserved(ledger, call, record, options);
     return { kind: 'executed', call, record, attempt };

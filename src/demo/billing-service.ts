@@ -1,8 +1,8 @@
 import { randomBytes } from 'node:crypto';
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import type { AddressInfo, Socket } from 'node:net';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { z } from 'zod/v4';
+import { listenLoopback, readJson, sendJson, type LoopbackServer } from '../util/loopback-http.js';
 
 /** One credit (or charge) the billing service applied. */
 export interface Credit {
@@ -46,10 +46,8 @@ export class BillingService {
   /** Void requests per credit id (voiding is idempotent; this counts how often it was asked). */
   readonly voidRequests = new Map<string, number>();
   readonly #faults: { fault: Fault; hangMs: number }[] = [];
-  readonly #sockets = new Set<Socket>();
   readonly #closing = new AbortController();
-  #server: Server | undefined;
-  #url = '';
+  #server: LoopbackServer | undefined;
 
   /** Starts listening on 127.0.0.1 (an ephemeral port unless one is given). */
   static async start(options: { port?: number } = {}): Promise<BillingService> {
@@ -59,7 +57,7 @@ export class BillingService {
   }
 
   get url(): string {
-    return this.#url;
+    return this.#server?.url ?? '';
   }
 
   /** The next request to apply something meets this fault. */
@@ -81,28 +79,11 @@ export class BillingService {
 
   async close(): Promise<void> {
     this.#closing.abort();
-    for (const socket of this.#sockets) socket.destroy();
-    const server = this.#server;
-    if (server === undefined) return;
-    await new Promise<void>((resolve) => server.close(() => resolve()));
+    await this.#server?.close();
   }
 
   async #listen(port: number): Promise<void> {
-    const server = createServer((req, res) => {
-      this.#handle(req, res).catch((error: unknown) => {
-        if (!res.headersSent) send(res, 500, { error: String(error) });
-      });
-    });
-    server.on('connection', (socket) => {
-      this.#sockets.add(socket);
-      socket.on('close', () => this.#sockets.delete(socket));
-    });
-    await new Promise<void>((resolve, reject) => {
-      server.once('error', reject);
-      server.listen(port, '127.0.0.1', () => resolve());
-    });
-    this.#server = server;
-    this.#url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    this.#server = await listenLoopback(port, (req, res) => this.#handle(req, res));
   }
 
   async #handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
@@ -120,23 +101,23 @@ export class BillingService {
           (path === '/v1/credits' ? c.kind === 'credit' : c.kind === 'charge') &&
           ((key !== null && c.idempotencyKey === key) || (reference !== null && c.reference === reference)),
       );
-      return send(res, 200, { data: found.map(wire) });
+      return sendJson(res, 200, { data: found.map(wire) });
     }
     const voiding = /^\/v1\/credits\/([A-Za-z0-9_]+)\/void$/.exec(path);
     if (req.method === 'POST' && voiding !== null) {
       const id = voiding[1] ?? '';
       this.voidRequests.set(id, (this.voidRequests.get(id) ?? 0) + 1);
       const credit = this.credits.find((c) => c.id === id);
-      if (credit === undefined) return send(res, 404, { error: 'no such credit' });
+      if (credit === undefined) return sendJson(res, 404, { error: 'no such credit' });
       credit.voided = true;
-      return send(res, 200, wire(credit));
+      return sendJson(res, 200, wire(credit));
     }
-    send(res, 404, { error: `no route ${req.method ?? ''} ${path}` });
+    sendJson(res, 404, { error: `no route ${req.method ?? ''} ${path}` });
   }
 
   async #apply(kind: 'credit' | 'charge', req: IncomingMessage, res: ServerResponse): Promise<void> {
     const parsed = applySchema.safeParse(await readJson(req));
-    if (!parsed.success) return send(res, 400, { error: parsed.error.message });
+    if (!parsed.success) return sendJson(res, 400, { error: parsed.error.message });
     const header = req.headers['idempotency-key'];
     const key = kind === 'credit' && typeof header === 'string' && header !== '' ? header : null;
     const reference = parsed.data.reference ?? null;
@@ -145,12 +126,12 @@ export class BillingService {
     const fault = this.#faults.shift();
     if (fault?.fault === 'timeout-before-apply') {
       await this.#hang(fault.hangMs);
-      return send(res, 504, { error: 'timed out before applying' });
+      return sendJson(res, 504, { error: 'timed out before applying' });
     }
     const existing = key === null ? undefined : this.credits.find((c) => c.idempotencyKey === key);
     const credit = existing ?? this.#record(kind, parsed.data, key, reference);
     if (fault?.fault === 'timeout-after-apply') await this.#hang(fault.hangMs);
-    send(res, existing === undefined ? 201 : 200, wire(credit));
+    sendJson(res, existing === undefined ? 201 : 200, wire(credit));
   }
 
   #record(
@@ -187,25 +168,4 @@ function wire(credit: Credit): Record<string, unknown> {
     reference: credit.reference,
     voided: credit.voided,
   };
-}
-
-async function readJson(req: IncomingMessage): Promise<unknown> {
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of req) {
-    size += (chunk as Buffer).length;
-    if (size > 64 * 1024) return undefined;
-    chunks.push(chunk as Buffer);
-  }
-  try {
-    return JSON.parse(Buffer.concat(chunks).toString('utf8')) as unknown;
-  } catch {
-    return undefined;
-  }
-}
-
-function send(res: ServerResponse, status: number, body: unknown): void {
-  if (res.writableEnded || res.destroyed) return;
-  res.writeHead(status, { 'content-type': 'application/json' });
-  res.end(JSON.stringify(body));
 }

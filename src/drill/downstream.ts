@@ -1,8 +1,8 @@
 import { randomBytes } from 'node:crypto';
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import type { AddressInfo, Socket } from 'node:net';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { z } from 'zod/v4';
+import { listenLoopback, readJson, sendJson, type LoopbackServer } from '../util/loopback-http.js';
 
 /*
  * The drill's fake downstream services: each its own process (downstream-main.ts) on a loopback
@@ -67,10 +67,8 @@ export class Downstream {
   requests = 0;
   readonly #lateMs: number;
   readonly #delayMs: number;
-  readonly #sockets = new Set<Socket>();
   readonly #closing = new AbortController();
-  #server: Server | undefined;
-  #url = '';
+  #server: LoopbackServer | undefined;
 
   private constructor(options: DownstreamOptions) {
     this.kind = options.kind;
@@ -85,7 +83,7 @@ export class Downstream {
   }
 
   get url(): string {
-    return this.#url;
+    return this.#server?.url ?? '';
   }
 
   books(): Books {
@@ -94,26 +92,11 @@ export class Downstream {
 
   async close(): Promise<void> {
     this.#closing.abort();
-    for (const socket of this.#sockets) socket.destroy();
-    const server = this.#server;
-    if (server === undefined) return;
-    await new Promise<void>((resolve) => server.close(() => resolve()));
+    await this.#server?.close();
   }
 
   async #listen(port: number): Promise<void> {
-    const server = createServer((req, res) => {
-      this.#handle(req, res).catch((error: unknown) => send(res, 500, { error: String(error) }));
-    });
-    server.on('connection', (socket) => {
-      this.#sockets.add(socket);
-      socket.on('close', () => this.#sockets.delete(socket));
-    });
-    await new Promise<void>((resolve, reject) => {
-      server.once('error', reject);
-      server.listen(port, '127.0.0.1', () => resolve());
-    });
-    this.#server = server;
-    this.#url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    this.#server = await listenLoopback(port, (req, res) => this.#handle(req, res));
   }
 
   async #handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
@@ -125,28 +108,29 @@ export class Downstream {
       const found = this.effects.filter(
         (e) => (key !== null && e.key === key) || (reference !== null && e.reference === reference),
       );
-      return send(res, 200, { data: found });
+      return sendJson(res, 200, { data: found });
     }
-    if (req.method === 'GET' && url.pathname === '/books') return send(res, 200, this.books());
-    send(res, 404, { error: `no route ${req.method ?? ''} ${url.pathname}` });
+    if (req.method === 'GET' && url.pathname === '/books') return sendJson(res, 200, this.books());
+    sendJson(res, 404, { error: `no route ${req.method ?? ''} ${url.pathname}` });
   }
 
   async #apply(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const parsed = applySchema.safeParse(await readJson(req));
-    if (!parsed.success) return send(res, 400, { error: parsed.error.message });
+    if (!parsed.success) return sendJson(res, 400, { error: parsed.error.message });
     this.requests += 1;
     if (this.kind === 'never') {
       await this.#wait(this.#lateMs);
-      return send(res, 504, { error: 'timed out; nothing was applied' });
+      return sendJson(res, 504, { error: 'timed out; nothing was applied' });
     }
     const header = req.headers['idempotency-key'];
     const key = this.kind !== 'unkeyed' && typeof header === 'string' && header !== '' ? header : null;
-    if (this.kind !== 'unkeyed' && key === null) return send(res, 400, { error: 'Idempotency-Key required' });
+    if (this.kind !== 'unkeyed' && key === null)
+      return sendJson(res, 400, { error: 'Idempotency-Key required' });
     const existing = key === null ? undefined : this.effects.find((e) => e.key === key);
     const effect = existing ?? this.#record(key, parsed.data);
     // Applied; the answer takes the service's own time (a caller killed meanwhile never hears it).
     await this.#wait(this.kind === 'late' ? this.#lateMs : this.#delayMs);
-    send(res, existing === undefined ? 201 : 200, effect);
+    sendJson(res, existing === undefined ? 201 : 200, effect);
   }
 
   #record(key: string | null, body: z.infer<typeof applySchema>): Effect {
@@ -168,25 +152,4 @@ export class Downstream {
   async #wait(ms: number): Promise<void> {
     await sleep(ms, undefined, { signal: this.#closing.signal }).catch(() => undefined);
   }
-}
-
-async function readJson(req: IncomingMessage): Promise<unknown> {
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of req) {
-    size += (chunk as Buffer).length;
-    if (size > 64 * 1024) return undefined;
-    chunks.push(chunk as Buffer);
-  }
-  try {
-    return JSON.parse(Buffer.concat(chunks).toString('utf8')) as unknown;
-  } catch {
-    return undefined;
-  }
-}
-
-function send(res: ServerResponse, status: number, body: unknown): void {
-  if (res.writableEnded || res.destroyed) return;
-  res.writeHead(status, { 'content-type': 'application/json' });
-  res.end(JSON.stringify(body));
 }

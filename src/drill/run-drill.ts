@@ -1,5 +1,4 @@
 import { mkdirSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -13,7 +12,7 @@ import { judge, TOOL_SERVICES, type Violation } from './checks.js';
 import { agentNames, DEFAULT_TIMINGS, writeDrillConfig, type DrillTimings } from './config.js';
 import { DOWNSTREAM_KINDS, type Books, type DownstreamKind } from './downstream.js';
 import { openLedgerReader } from './read-ledger.js';
-import { startOwnPostgres } from './own-postgres.js';
+import { freePort, startOwnPostgres } from './own-postgres.js';
 import { CLI, DOWNSTREAM_MAIN, DrillProcess } from './processes.js';
 import { FAULT_KINDS, schedule, type Fault, type FaultKind } from './schedule.js';
 import { CRASH_POINTS, type CrashPointName } from '../crash/index.js';
@@ -114,9 +113,10 @@ export interface DrillReport {
   readonly ok: boolean;
 }
 
+/** A process the drill killed (a worker, the API, its own redis-server): `owner` is a worker's lease owner. */
 interface Death {
   readonly at: number;
-  readonly owner: string;
+  readonly owner: string | null;
   readonly kind: FaultKind;
   readonly step: number;
 }
@@ -231,8 +231,13 @@ export async function runDrill(options: DrillOptions): Promise<DrillReport> {
     // The workers, each in a slot; a dead one is replaced.
     const deaths: Death[] = [];
     const applied: Applied[] = [];
+    /** The fault took effect now; `killed`: it killed a process (a worker's lease owner, or null). */
+    const took = (fault: Fault, killed?: { owner: string | null }): void => {
+      const at = Date.now();
+      applied.push({ at, kind: fault.kind, step: fault.step });
+      if (killed !== undefined) deaths.push({ at, owner: killed.owner, kind: fault.kind, step: fault.step });
+    };
     const crashPointsHit = new Set<string>();
-    let kills = 0;
     let stopping = false;
     const slots: Slot[] = [];
     const spawnWorker = (armed: Fault | undefined): DrillProcess => {
@@ -273,11 +278,7 @@ export async function runDrill(options: DrillOptions): Promise<DrillReport> {
           const crashed = /crash point (\S+) armed/.exec(proc.stderr);
           const fault = crashed !== null ? slot.armed : slot.killing;
           if (crashed?.[1] !== undefined) crashPointsHit.add(crashed[1]);
-          if (fault !== undefined) {
-            kills += 1;
-            deaths.push({ at: Date.now(), owner, kind: fault.kind, step: fault.step });
-            applied.push({ at: Date.now(), kind: fault.kind, step: fault.step });
-          }
+          if (fault !== undefined) took(fault, { owner });
         }
         if (stopping) return;
         slot.armed = undefined;
@@ -323,7 +324,7 @@ export async function runDrill(options: DrillOptions): Promise<DrillReport> {
     const progressTimer = setInterval(() => {
       options.onProgress?.({
         elapsedMs: Date.now() - started,
-        kills,
+        kills: deaths.length,
         iterations: options.iterations,
         runsQueued: runIds.length,
         runsSettled: settled,
@@ -333,13 +334,10 @@ export async function runDrill(options: DrillOptions): Promise<DrillReport> {
     const reader = openLedgerReader(url);
     const countSettled = (): Promise<number> => reader.settledRuns(tenantId);
     let operating = true;
-    const operatorErrors: string[] = [];
     const operatorLoop = (async () => {
       while (operating) {
-        await operator.round(timings).catch((error: unknown) => {
-          // The API may be down (the drill killed it); the next round tries again.
-          operatorErrors.push(errorInfo(error).message);
-        });
+        // The API may be down (the drill killed it): the next round tries again.
+        await operator.round(timings).catch(() => undefined);
         settled = await countSettled().catch(() => settled);
         await sleep(200);
       }
@@ -382,11 +380,11 @@ export async function runDrill(options: DrillOptions): Promise<DrillReport> {
     const covered = (): boolean =>
       missingPoints().length === 0 && kindsWanted.every((k) => applied.some((a) => a.kind === k));
     let pending: Fault | undefined;
-    while ((kills < options.iterations || !covered()) && Date.now() < deadline) {
+    while ((deaths.length < options.iterations || !covered()) && Date.now() < deadline) {
       if (settled >= runIds.length) await queueWave();
       let fault = pending ?? (faults.next().value as Fault);
       pending = undefined;
-      if (fault.kind === 'crash-point' && kills >= options.iterations) {
+      if (fault.kind === 'crash-point' && deaths.length >= options.iterations) {
         const missing = missingPoints()[0];
         if (missing !== undefined) fault = { ...fault, point: missing };
       }
@@ -394,8 +392,7 @@ export async function runDrill(options: DrillOptions): Promise<DrillReport> {
       if (fault.kind === 'api-kill') {
         const detail = await operator.killMidResolve(fault.delayMs % 5, async () => {
           await api.proc?.kill();
-          kills += 1;
-          applied.push({ at: Date.now(), kind: fault.kind, step: fault.step });
+          took(fault, { owner: null });
           await startApi();
         });
         options.onFault?.(fault, detail);
@@ -405,7 +402,7 @@ export async function runDrill(options: DrillOptions): Promise<DrillReport> {
         if (ownPostgres === undefined) continue;
         // A fast shutdown (every connection cut, in-flight transactions rolled back), then up again.
         await ownPostgres.stop();
-        applied.push({ at: Date.now(), kind: fault.kind, step: fault.step });
+        took(fault);
         await sleep(1_000);
         await ownPostgres.start();
         options.onFault?.(fault, 'PostgreSQL stopped, started again after 1 s');
@@ -414,8 +411,7 @@ export async function runDrill(options: DrillOptions): Promise<DrillReport> {
       if (fault.kind === 'redis') {
         if (redis === undefined) continue;
         const detail = await redis.cut();
-        if (redis.own) kills += 1;
-        applied.push({ at: Date.now(), kind: fault.kind, step: fault.step });
+        took(fault, redis.own ? { owner: null } : undefined);
         options.onFault?.(fault, detail);
         continue;
       }
@@ -425,9 +421,7 @@ export async function runDrill(options: DrillOptions): Promise<DrillReport> {
         await sleep(fault.delayMs);
         const owner = `${hostname()}:${proc.pid}`;
         await proc.kill();
-        kills += 1;
-        deaths.push({ at: Date.now(), owner, kind: fault.kind, step: fault.step });
-        applied.push({ at: Date.now(), kind: fault.kind, step: fault.step });
+        took(fault, { owner });
         options.onFault?.(fault, `worker ${proc.pid} killed ${fault.delayMs} ms into its boot`);
         continue;
       }
@@ -469,7 +463,7 @@ export async function runDrill(options: DrillOptions): Promise<DrillReport> {
         slot.frozen = true;
         const proc = slot.proc;
         proc.signal('SIGSTOP');
-        applied.push({ at: Date.now(), kind: fault.kind, step: fault.step });
+        took(fault);
         options.onFault?.(fault, `worker ${proc.pid} frozen for ${timings.leaseMs * 2} ms`);
         await sleep(timings.leaseMs * 2);
         proc.signal('SIGCONT');
@@ -542,11 +536,7 @@ export async function runDrill(options: DrillOptions): Promise<DrillReport> {
       return {
         kind,
         faults: applied.filter((a) => a.kind === kind).length,
-        kills:
-          deaths.filter((d) => d.kind === kind).length +
-          (kind === 'api-kill' || (kind === 'redis' && redis?.own === true)
-            ? applied.filter((a) => a.kind === kind).length
-            : 0),
+        kills: deaths.filter((d) => d.kind === kind).length,
         recoveries: mine.length,
         recoveryP50Ms: quantile(mine, 0.5),
         recoveryP95Ms: quantile(mine, 0.95),
@@ -555,7 +545,15 @@ export async function runDrill(options: DrillOptions): Promise<DrillReport> {
         settledByOperator: unknowns.filter((r) => r.settledBy === 'operator').length,
       };
     });
-    const violations = verdict.violations.map((v) => ({ ...v, afterStep: stepAt(Date.now()) }));
+    // Each violation names the schedule step before what it is about last changed: its call's newest
+    // history entry, or its run's newest event.
+    const lastChange = new Map<string, number>();
+    for (const h of ledger.history) lastChange.set(h.key, Math.max(lastChange.get(h.key) ?? 0, h.at));
+    for (const e of ledger.events) lastChange.set(e.runId, Math.max(lastChange.get(e.runId) ?? 0, e.at));
+    const violations = verdict.violations.map((v) => {
+      const at = lastChange.get(v.key ?? '') ?? lastChange.get(v.runId ?? '');
+      return { ...v, afterStep: at === undefined ? null : stepAt(at) };
+    });
     return {
       seed: options.seed,
       store: options.store,
@@ -564,7 +562,7 @@ export async function runDrill(options: DrillOptions): Promise<DrillReport> {
       workers: options.workers,
       elapsedMs: Date.now() - started,
       runs: { queued: runIds.length, completed: byStatus.completed ?? 0, byStatus },
-      kills,
+      kills: deaths.length,
       crashPointsHit: [...crashPointsHit].sort(),
       faults: faultStats,
       effects: verdict.effects,
@@ -685,18 +683,6 @@ function quantile(values: readonly number[], q: number): number | null {
   if (values.length === 0) return null;
   const sorted = [...values].sort((a, b) => a - b);
   return sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] ?? null;
-}
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      const port = typeof address === 'object' && address !== null ? address.port : 0;
-      server.close(() => resolve(port));
-    });
-  });
 }
 
 async function waitReady(baseUrl: string, proc: DrillProcess): Promise<void> {

@@ -4,7 +4,8 @@ import { CRASH_POINTS, type CrashPointName } from '../crash/index.js';
  * The drill's faults, in order, from its seed: the same seed gives the same schedule (the same kinds,
  * targets, crash points, skips and gaps), so a failing drill replays from the seed it printed. What
  * the processes are doing when a fault lands still depends on the machine's timing; the schedule is
- * what the drill does, and each violation names the schedule step that preceded it.
+ * what the drill does, and each violation names the schedule step before its call's (or run's) last
+ * change in the ledger.
  */
 
 export const FAULT_KINDS = [

@@ -8,7 +8,7 @@ import type { DrillReport } from '../../src/drill/run-drill.js';
 import { createTestDatabase } from '../support/databases.js';
 import { OncelyProcess } from '../support/processes.js';
 import { DrillProcess } from '../../src/drill/processes.js';
-import { createServer } from 'node:net';
+import { freePort } from '../support/own-postgres.js';
 
 /*
  * `oncely drill` end to end, as a user runs it: the built CLI, its downstream processes, its API
@@ -49,17 +49,6 @@ async function drill(args: readonly string[], env: Record<string, string> = {}):
     );
   }
   return report;
-}
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      server.close(() => resolve(typeof address === 'object' && address !== null ? address.port : 0));
-    });
-  });
 }
 
 function expectRealDrill(report: DrillReport, kills: number, runs: number): void {
