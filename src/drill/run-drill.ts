@@ -6,7 +6,7 @@ import { createApiKey } from '../api/auth/api-keys.js';
 import { ApiClient } from '../api/client.js';
 import { loadConfig } from '../config/index.js';
 import { OncelyError, errorInfo } from '../errors/index.js';
-import { openRuntime } from '../runs/index.js';
+import { openRuntime, type Runtime } from '../runs/index.js';
 import { openStore } from '../store/index.js';
 import { judge, TOOL_SERVICES, type Violation } from './checks.js';
 import { agentNames, DEFAULT_TIMINGS, writeDrillConfig, type DrillTimings } from './config.js';
@@ -53,6 +53,8 @@ export interface DrillOptions {
   readonly timings?: DrillTimings;
   /** The crash points armed (default: every named point); each fires at least once. */
   readonly crashPoints?: readonly CrashPointName[];
+  /** The kinds of fault applied (default: every kind that applies); each is applied at least once. */
+  readonly faults?: readonly FaultKind[];
   /** Told of the drill's progress every quarter second. */
   readonly onProgress?: (progress: DrillProgress) => void;
   /** Told of each fault as it is applied. */
@@ -178,9 +180,17 @@ export async function runDrill(options: DrillOptions): Promise<DrillReport> {
   process.once('SIGINT', onSignal);
   process.once('SIGTERM', onSignal);
   const downstreams = new Map<DownstreamKind, { proc: DrillProcess; url: string }>();
+  // What the drill runs in this process, ended however the drill ends (an error included): no dead
+  // worker is replaced, the operator and the progress line stop, the runtime closes.
+  let stopping = false;
+  let operating = true;
+  let operatorLoop: Promise<void> = Promise.resolve();
+  let progressTimer: NodeJS.Timeout | undefined;
+  let runtime: Runtime | undefined;
   try {
     const config = await loadConfig(configFile, { env: {} });
-    const runtime = await openRuntime({ store, agents: [...config.agents.values()] });
+    const opened = await openRuntime({ store, agents: [...config.agents.values()] });
+    runtime = opened;
     const { key: apiKey } = await createApiKey(store.apiKeys, {
       tenantId,
       actorId: 'drill-operator',
@@ -238,7 +248,6 @@ export async function runDrill(options: DrillOptions): Promise<DrillReport> {
       if (killed !== undefined) deaths.push({ at, owner: killed.owner, kind: fault.kind, step: fault.step });
     };
     const crashPointsHit = new Set<string>();
-    let stopping = false;
     const slots: Slot[] = [];
     const spawnWorker = (armed: Fault | undefined): DrillProcess => {
       const proc = new DrillProcess(
@@ -305,7 +314,7 @@ export async function runDrill(options: DrillOptions): Promise<DrillReport> {
       for (let i = 0; i < options.runs; i++) {
         const n = runIds.length + 1;
         const runId = `drill_${n}`;
-        await runtime.startRun({
+        await opened.startRun({
           tenantId,
           runId,
           agent: n % 3 === 0 ? agents.approval : agents.plain,
@@ -321,7 +330,7 @@ export async function runDrill(options: DrillOptions): Promise<DrillReport> {
     const operator = new Operator(api, downstreams, actions);
     let phase: DrillProgress['phase'] = 'faults';
     let settled = 0;
-    const progressTimer = setInterval(() => {
+    progressTimer = setInterval(() => {
       options.onProgress?.({
         elapsedMs: Date.now() - started,
         kills: deaths.length,
@@ -333,8 +342,7 @@ export async function runDrill(options: DrillOptions): Promise<DrillReport> {
     }, 250);
     const reader = openLedgerReader(url);
     const countSettled = (): Promise<number> => reader.settledRuns(tenantId);
-    let operating = true;
-    const operatorLoop = (async () => {
+    operatorLoop = (async () => {
       while (operating) {
         // The API may be down (the drill killed it): the next round tries again.
         await operator.round(timings).catch(() => undefined);
@@ -352,6 +360,7 @@ export async function runDrill(options: DrillOptions): Promise<DrillReport> {
       redis: redis !== undefined,
       postgres: ownPostgres !== undefined,
       ...(options.crashPoints === undefined ? {} : { points: options.crashPoints }),
+      ...(options.faults === undefined ? {} : { kinds: options.faults }),
     });
     const freeSlot = (preferred: number): Slot | undefined => {
       for (let i = 0; i < slots.length; i++) {
@@ -373,10 +382,14 @@ export async function runDrill(options: DrillOptions): Promise<DrillReport> {
     // of kills (a point whose armed worker never got there is armed again).
     const kindsWanted = FAULT_KINDS.filter(
       (k) =>
-        (k !== 'redis' || redis !== undefined) && (k !== 'postgres-restart' || ownPostgres !== undefined),
+        (options.faults ?? FAULT_KINDS).includes(k) &&
+        (k !== 'redis' || redis !== undefined) &&
+        (k !== 'postgres-restart' || ownPostgres !== undefined),
     );
     const missingPoints = (): CrashPointName[] =>
-      (options.crashPoints ?? CRASH_POINTS).filter((p) => !crashPointsHit.has(p));
+      kindsWanted.includes('crash-point')
+        ? (options.crashPoints ?? CRASH_POINTS).filter((p) => !crashPointsHit.has(p))
+        : [];
     const covered = (): boolean =>
       missingPoints().length === 0 && kindsWanted.every((k) => applied.some((a) => a.kind === k));
     let pending: Fault | undefined;
@@ -505,7 +518,6 @@ export async function runDrill(options: DrillOptions): Promise<DrillReport> {
     const ledger = await reader.read(tenantId);
     await reader.close();
     const verdict = judge(ledger, books);
-    await runtime.close();
 
     const byStatus: Record<string, number> = {};
     for (const run of ledger.runs) byStatus[run.status] = (byStatus[run.status] ?? 0) + 1;
@@ -576,6 +588,11 @@ export async function runDrill(options: DrillOptions): Promise<DrillReport> {
       ok: violations.length === 0,
     };
   } finally {
+    stopping = true;
+    operating = false;
+    clearInterval(progressTimer);
+    await operatorLoop;
+    await runtime?.close().catch(() => undefined);
     await Promise.all([...processes].map((p) => p.kill()));
     process.off('exit', killAll);
     process.off('SIGINT', onSignal);

@@ -19,6 +19,9 @@ export const FAULT_KINDS = [
 ] as const;
 export type FaultKind = (typeof FAULT_KINDS)[number];
 
+/** The kinds that kill a process (the drill's `--iterations` counts these). */
+export const KILLING_KINDS: readonly FaultKind[] = ['crash-point', 'kill', 'boot-kill', 'api-kill'];
+
 export interface Fault {
   /** Its place in the schedule, from 1. */
   readonly step: number;
@@ -57,6 +60,8 @@ export interface ScheduleOptions {
   readonly postgres?: boolean;
   /** The crash points to arm (default: all of them). */
   readonly points?: readonly CrashPointName[];
+  /** The kinds of fault to apply (default: all that apply); at least one of `KILLING_KINDS`. */
+  readonly kinds?: readonly FaultKind[];
 }
 
 /**
@@ -69,12 +74,13 @@ export function* schedule(options: ScheduleOptions): Generator<Fault> {
   const pick = <T>(items: readonly T[]): T => items[Math.floor(next() * items.length)] as T;
   const kinds = FAULT_KINDS.filter(
     (k) =>
+      (options.kinds ?? FAULT_KINDS).includes(k) &&
       (options.api || k !== 'api-kill') &&
       (options.redis || k !== 'redis') &&
       (options.postgres === true || k !== 'postgres-restart'),
   );
   // First every crash point once, and every other kind once, in an order of the seed's.
-  const points = options.points ?? CRASH_POINTS;
+  const points = kinds.includes('crash-point') ? (options.points ?? CRASH_POINTS) : [];
   const opening: { kind: FaultKind; point?: CrashPointName }[] = [
     ...points.map((point) => ({ kind: 'crash-point' as const, point })),
     ...kinds.filter((k) => k !== 'crash-point').map((kind) => ({ kind })),
@@ -83,17 +89,22 @@ export function* schedule(options: ScheduleOptions): Generator<Fault> {
     const j = Math.floor(next() * (i + 1));
     [opening[i], opening[j]] = [opening[j]!, opening[i]!];
   }
-  const weighted: FaultKind[] = [
-    'crash-point',
-    'crash-point',
-    'crash-point',
-    'kill',
-    'kill',
-    'kill',
-    'boot-kill',
-    'freeze',
-    ...(options.api ? (['api-kill'] as const) : []),
-  ];
+  const weighted = (
+    [
+      'crash-point',
+      'crash-point',
+      'crash-point',
+      'kill',
+      'kill',
+      'kill',
+      'boot-kill',
+      'freeze',
+      'api-kill',
+    ] as const
+  ).filter((k) => kinds.includes(k));
+  if (weighted.length === 0 || !kinds.some((k) => KILLING_KINDS.includes(k))) {
+    throw new Error(`a drill's faults must include one that kills: ${KILLING_KINDS.join(', ')}`);
+  }
   for (let step = 1; ; step++) {
     const planned = opening[step - 1];
     const kind = planned?.kind ?? pick(weighted);

@@ -1,4 +1,5 @@
 import { setMaxListeners } from 'node:events';
+import { unsafeSwitch } from '../crash/index.js';
 import { OncelyError, errorInfo } from '../errors/index.js';
 import type { RunStore } from '../store/index.js';
 
@@ -10,6 +11,9 @@ export interface LeaseOptions {
   readonly owner: string;
   readonly leaseMs: number;
 }
+
+/** A test-only switch (`ONCELY_UNSAFE_TEST_SWITCHES`): the lease is never lost. */
+const IGNORE_LOST_LEASE = unsafeSwitch('ignore-lost-lease');
 
 /**
  * The driver's hold on a run: renewed every third of its length while the run is driven. When a
@@ -47,7 +51,7 @@ export class Lease {
 
   /** Call when a fenced write found the lease gone. */
   lose(why: string): void {
-    if (this.lost) return;
+    if (this.lost || IGNORE_LOST_LEASE) return;
     const { runId, epoch } = { runId: this.#options.runId, epoch: this.#options.epoch };
     this.#controller.abort(
       new OncelyError('RUN_LEASE_LOST', `lost the lease on run ${runId} (epoch ${epoch}): ${why}`, {

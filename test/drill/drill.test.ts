@@ -103,6 +103,37 @@ describe('oncely drill', () => {
     expect(report.violations.find((v) => v.rule === 'duplicate-effect')?.key).toMatch(/^drill_\d+:call_/);
   }, 300_000);
 
+  it('fails with the history violation when a driver ignores its lost lease (a test-only switch)', async () => {
+    // Frozen past its lease, a worker comes back to find its runs taken over and drives on anyway.
+    const { report, code, stderr } = await run(
+      [
+        '--store',
+        'sqlite',
+        '--faults',
+        'freeze,boot-kill',
+        '--iterations',
+        '10',
+        '--runs',
+        '12',
+        '--seed',
+        '7',
+      ],
+      { ONCELY_REDIS_URL: '', ONCELY_UNSAFE_TEST_SWITCHES: 'ignore-lost-lease' },
+    );
+    expect(stderr).toContain('UNSAFE TEST SWITCHES ARMED (ignore-lost-lease)');
+    expect(code).toBe(1);
+    expect(report.ok).toBe(false);
+    // Only the kinds asked for were applied: freezes (more than the opening one) and boot kills.
+    const applied = report.faults.filter((f) => f.faults > 0).map((f) => f.kind);
+    expect(applied.sort()).toEqual(['boot-kill', 'freeze']);
+    expect(report.faults.find((f) => f.kind === 'freeze')?.faults).toBeGreaterThan(1);
+    // An attempt started by the frozen worker while another held the run's lease.
+    const stale = report.violations.find((v) => v.rule === 'attempt-without-lease');
+    expect(stale?.message).toMatch(
+      /^drill_\d+:call_\S+: attempt \d+ was started by \S+ at .*, when the run's lease was \S+'s$/,
+    );
+  }, 300_000);
+
   it('on SQLite: kills workers on a seeded schedule, and every call took effect once', async () => {
     const report = await drill(['--store', 'sqlite', '--iterations', '8', '--runs', '9', '--seed', '7'], {
       ONCELY_REDIS_URL: '',
