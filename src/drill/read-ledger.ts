@@ -13,12 +13,16 @@ type Row = Record<string, unknown>;
 export interface LedgerReader {
   /** Runs of the tenant in a final state. */
   settledRuns(tenantId: string): Promise<number>;
+  /** Lease owners of the tenant's running runs, with how many each holds. */
+  heldRuns(tenantId: string): Promise<Map<string, number>>;
   read(tenantId: string): Promise<Ledger>;
   close(): Promise<void>;
 }
 
 const SQL = {
   settled: `SELECT count(*) AS n FROM runs WHERE tenant_id = $1 AND status IN ('completed', 'failed', 'cancelled')`,
+  held: `SELECT lease_owner, count(*) AS n FROM runs
+    WHERE tenant_id = $1 AND status = 'running' AND lease_owner IS NOT NULL GROUP BY lease_owner`,
   runs: `SELECT run_id, agent, status, status_reason FROM runs WHERE tenant_id = $1 ORDER BY run_id`,
   records: `SELECT idempotency_key, run_id, tool_call_id, tool_name, status, attempt, result_reference,
     settled_by_kind, conflict_at FROM tool_executions WHERE tenant_id = $1`,
@@ -36,6 +40,7 @@ export function openLedgerReader(url: string): LedgerReader {
       db.prepare(sql.replace(/\$1/g, '?')).all(tenantId) as Row[];
     return {
       settledRuns: (tenantId) => Promise.resolve(Number(all(SQL.settled, tenantId)[0]?.n ?? 0)),
+      heldRuns: (tenantId) => Promise.resolve(toHeld(all(SQL.held, tenantId))),
       read: (tenantId) => Promise.resolve(toLedger((sql) => all(sql, tenantId))),
       close: () => Promise.resolve(void db.close()),
     };
@@ -46,6 +51,7 @@ export function openLedgerReader(url: string): LedgerReader {
   return {
     settledRuns: async (tenantId) =>
       Number((await client.query<Row>(SQL.settled, [tenantId])).rows[0]?.n ?? 0),
+    heldRuns: async (tenantId) => toHeld((await client.query<Row>(SQL.held, [tenantId])).rows),
     read: async (tenantId) => {
       const rows = new Map<string, Row[]>();
       for (const sql of [SQL.runs, SQL.records, SQL.history, SQL.events]) {
@@ -63,6 +69,9 @@ const text = (v: unknown): string | null =>
   typeof v === 'string' ? v : typeof v === 'number' || typeof v === 'bigint' ? String(v) : null;
 const json = (v: unknown): Record<string, unknown> =>
   (typeof v === 'string' ? JSON.parse(v) : (v ?? {})) as Record<string, unknown>;
+
+const toHeld = (rows: Row[]): Map<string, number> =>
+  new Map(rows.map((r) => [String(r.lease_owner), Number(r.n)]));
 
 function toLedger(rows: (sql: string) => Row[]): Ledger {
   return {

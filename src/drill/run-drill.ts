@@ -377,6 +377,22 @@ export async function runDrill(options: DrillOptions): Promise<DrillReport> {
       }
       return undefined;
     };
+    /**
+     * For a freeze: a free slot whose worker holds a running run (a frozen idle worker proves
+     * nothing), waiting up to a lease for one; else any free slot.
+     */
+    const busySlot = async (preferred: number): Promise<Slot | undefined> => {
+      const until = Date.now() + timings.leaseMs;
+      do {
+        const held = await reader.heldRuns(tenantId).catch(() => new Map<string, number>());
+        for (let i = 0; i < slots.length; i++) {
+          const slot = freeSlot((preferred + i) % slots.length);
+          if (slot !== undefined && (held.get(`${hostname()}:${slot.proc.pid}`) ?? 0) > 0) return slot;
+        }
+        await sleep(50);
+      } while (Date.now() < until);
+      return freeSlot(preferred);
+    };
     const deadline = started + options.durationMs;
     // Every crash point fires and every kind of fault is applied at least once, whatever the count
     // of kills (a point whose armed worker never got there is armed again).
@@ -438,7 +454,7 @@ export async function runDrill(options: DrillOptions): Promise<DrillReport> {
         options.onFault?.(fault, `worker ${proc.pid} killed ${fault.delayMs} ms into its boot`);
         continue;
       }
-      const slot = freeSlot(fault.slot);
+      const slot = fault.kind === 'freeze' ? await busySlot(fault.slot) : freeSlot(fault.slot);
       if (slot === undefined) {
         // Every worker is armed or frozen: the same fault, once one is free.
         pending = fault;
