@@ -9,6 +9,11 @@ import { RETRY_AFTER_S, errorResponse } from './http-errors.js';
 export const ANSWER_HEADERS = {
   'x-content-type-options': 'nosniff',
   'cache-control': 'no-store',
+  // An answer is JSON: it loads nothing, runs nothing and is framed by nobody.
+  'content-security-policy': "default-src 'none'; frame-ancestors 'none'",
+  'x-frame-options': 'DENY',
+  'referrer-policy': 'no-referrer',
+  'cross-origin-resource-policy': 'same-origin',
 } as const;
 
 /**

@@ -1,6 +1,14 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import { DEFAULT_LANDING_MARGIN_MS } from '../ledger/index.js';
-import type { LedgerStore, Store, StoreStats, StoreTx } from '../store/index.js';
+import type { ToolExecutionRecord } from '../ledger/index.js';
+import type {
+  LedgerStore,
+  ReserveResult,
+  Store,
+  StoreStats,
+  StoreTx,
+  TransitionResult,
+} from '../store/index.js';
 import type { ModelResponseInfo } from '../runs/index.js';
 
 /**
@@ -19,6 +27,9 @@ export class ApiMetrics {
   private readonly modelCalls: Counter<'agent' | 'model'>;
   private readonly modelTokens: Counter<'agent' | 'model' | 'type'>;
   private readonly countsAge: Gauge;
+  private readonly toolCalls: Counter<'tool' | 'status'>;
+  readonly httpRequests: Counter<'method' | 'route' | 'status'>;
+  readonly httpDuration: Histogram<'method' | 'route' | 'status'>;
   /** The conflicts counted so far per tenant: the counter goes up by what the database adds. */
   private readonly conflictsSeen = new Map<string, number>();
   /** The least time between two reads of the counts; scrapes in between get the last read. */
@@ -87,7 +98,39 @@ export class ApiMetrics {
       help: 'How old the counts of this scrape are (read from the database at most once per --metrics-interval-ms)',
       registers,
     });
-    if (options.defaultMetrics ?? true) collectDefaultMetrics({ register: this.registry, prefix: 'oncely_' });
+    this.toolCalls = new Counter({
+      name: 'oncely_tool_calls_total',
+      help: 'Tool calls as this process wrote them, by tool and the status each entered (started when reserved; completed, failed, indeterminate, ... as settled)',
+      labelNames: ['tool', 'status'],
+      registers,
+    });
+    this.httpRequests = new Counter({
+      name: 'oncely_http_requests_total',
+      help: 'HTTP requests answered, by method, route (its pattern) and status code',
+      labelNames: ['method', 'route', 'status'],
+      registers,
+    });
+    this.httpDuration = new Histogram({
+      name: 'oncely_http_request_duration_seconds',
+      help: 'Time to answer an HTTP request, by method, route (its pattern) and status code',
+      labelNames: ['method', 'route', 'status'],
+      buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
+      registers,
+    });
+    // Node's process metrics under their usual names, so stock dashboards work.
+    if (options.defaultMetrics ?? true) collectDefaultMetrics({ register: this.registry });
+  }
+
+  /** Counts an HTTP request answered (`route` is the pattern, never the raw URL: no unbounded labels). */
+  httpAnswered(method: string, route: string, status: number, seconds: number): void {
+    const labels = { method, route, status: String(status) };
+    this.httpRequests.inc(labels);
+    this.httpDuration.observe(labels, seconds);
+  }
+
+  /** Counts the records this process wrote, by tool and the status each entered. */
+  #written(records: readonly ToolExecutionRecord[]): void {
+    for (const r of records) this.toolCalls.inc({ tool: r.toolName, status: r.status });
   }
 
   /** Counts a model response of a run this process drove (the runtime's `onModelResponse`). */
@@ -167,10 +210,13 @@ export class ApiMetrics {
 
   /** The store with its ledger operations timed, inside transactions too. Everything else passes through. */
   instrument(store: Store): Store {
-    const timed = (ledger: LedgerStore): LedgerStore => timedLedger(ledger, this.ledgerLatency);
+    const timed = (ledger: LedgerStore, written: Written): LedgerStore =>
+      timedLedger(ledger, this.ledgerLatency, written);
+    const written: Written = (records) => this.#written(records);
+    const time = timer(this.ledgerLatency);
     return {
       dialect: store.dialect,
-      ledger: timed(store.ledger),
+      ledger: timed(store.ledger, written),
       runs: store.runs,
       apiKeys: store.apiKeys,
       loopSteps: store.loopSteps,
@@ -178,10 +224,25 @@ export class ApiMetrics {
       toolSlots: store.toolSlots,
       ...(store.wakeups === undefined ? {} : { wakeups: store.wakeups }),
       monitor: store.monitor,
-      transaction: <T>(fn: (tx: StoreTx) => Promise<T>) =>
-        store.transaction((tx) => fn({ ledger: timed(tx.ledger), runs: tx.runs })),
-      reserveStep: (request) => timer(this.ledgerLatency)('reserve_step', () => store.reserveStep(request)),
-      recordStep: (request) => timer(this.ledgerLatency)('record_step', () => store.recordStep(request)),
+      // What a transaction wrote is counted once it commits.
+      transaction: async <T>(fn: (tx: StoreTx) => Promise<T>) => {
+        const inTx: ToolExecutionRecord[] = [];
+        const value = await store.transaction((tx) =>
+          fn({ ledger: timed(tx.ledger, (records) => inTx.push(...records)), runs: tx.runs }),
+        );
+        written(inTx);
+        return value;
+      },
+      reserveStep: async (request) => {
+        const step = await time('reserve_step', () => store.reserveStep(request));
+        written(reservedOf(step?.reservations ?? []));
+        return step;
+      },
+      recordStep: async (request) => {
+        const step = await time('record_step', () => store.recordStep(request));
+        written(appliedOf(step.results));
+        return step;
+      },
       migrate: () => store.migrate(),
       schemaState: () => store.schemaState(),
       probe: () => store.probe(),
@@ -205,12 +266,36 @@ function timer(histogram: Histogram<'operation' | 'outcome'>) {
   };
 }
 
-function timedLedger(ledger: LedgerStore, histogram: Histogram<'operation' | 'outcome'>): LedgerStore {
+type Written = (records: readonly ToolExecutionRecord[]) => void;
+
+const reservedOf = (results: readonly ReserveResult[]): ToolExecutionRecord[] =>
+  results.filter((r) => r.kind === 'reserved').map((r) => r.record);
+
+const appliedOf = (results: readonly TransitionResult[]): ToolExecutionRecord[] =>
+  results.flatMap((r) => (r.applied ? [r.record] : []));
+
+function timedLedger(
+  ledger: LedgerStore,
+  histogram: Histogram<'operation' | 'outcome'>,
+  written: Written,
+): LedgerStore {
   const time = timer(histogram);
   return {
-    reserve: (requests, actor) => time('reserve', () => ledger.reserve(requests, actor)),
-    transition: (request) => time('transition', () => ledger.transition(request)),
-    transitions: (requests) => time('transitions', () => ledger.transitions(requests)),
+    reserve: async (requests, actor) => {
+      const results = await time('reserve', () => ledger.reserve(requests, actor));
+      written(reservedOf(results));
+      return results;
+    },
+    transition: async (request) => {
+      const result = await time('transition', () => ledger.transition(request));
+      written(appliedOf([result]));
+      return result;
+    },
+    transitions: async (requests) => {
+      const results = await time('transitions', () => ledger.transitions(requests));
+      written(appliedOf(results));
+      return results;
+    },
     note: (request) => time('note', () => ledger.note(request)),
     get: (tenantId, key) => time('get', () => ledger.get(tenantId, key)),
     getMany: (keys) => time('get_many', () => ledger.getMany(keys)),

@@ -146,9 +146,19 @@ function installHooks(app: ApiApp, ctx: ApiContext): void {
   app.addHook('onRequest', authenticator(ctx.store.apiKeys));
   // Answers are data, never something to sniff, render or cache (an event stream says no-cache itself).
   app.addHook('onSend', async (_request, reply, payload) => {
-    reply.header('x-content-type-options', ANSWER_HEADERS['x-content-type-options']);
-    if (!reply.hasHeader('cache-control')) reply.header('cache-control', ANSWER_HEADERS['cache-control']);
+    for (const [name, value] of Object.entries(ANSWER_HEADERS)) {
+      if (!reply.hasHeader(name)) reply.header(name, value);
+    }
     return payload;
+  });
+  // Counted by route pattern (bounded), never by raw URL; a request no route matched is `unmatched`.
+  app.addHook('onResponse', async (request, reply) => {
+    ctx.metrics.httpAnswered(
+      request.method,
+      request.routeOptions.url ?? 'unmatched',
+      reply.statusCode,
+      reply.elapsedTime / 1000,
+    );
   });
   // Open event streams would otherwise hold the server open until their clients leave.
   app.addHook('preClose', (done) => {

@@ -131,8 +131,9 @@ export class Ledger {
     this.log.error(
       {
         conflict: true,
+        code: 'LEDGER_CONFLICT',
         tenantId: record.tenantId,
-        key: record.idempotencyKey,
+        idempotencyKey: record.idempotencyKey,
         status: record.status,
         attempt,
         currentAttempt: record.attempt,

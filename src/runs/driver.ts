@@ -56,7 +56,13 @@ export interface ModelResponseInfo {
  * outage, a call whose last attempt may still land); or this process lost the run and stood down.
  */
 export type DriveEnd =
-  | { readonly kind: 'ended'; readonly status: CheckpointStatus }
+  | {
+      readonly kind: 'ended';
+      readonly status: CheckpointStatus;
+      /** Why, when the status says so (a failed run's error and reason, a wait's reason). */
+      readonly error?: ErrorInfo | null;
+      readonly reason?: string | null;
+    }
   | { readonly kind: 'released'; readonly reason: string; readonly delayMs: number }
   | { readonly kind: 'stood_down'; readonly reason: string };
 
@@ -300,7 +306,11 @@ export class RunDriver {
     extras: SaveExtras,
   ): { extras: SaveExtras; end: DriveEnd } {
     const events = [...(extras.events ?? []), statusEvent(status, extras)];
-    return { extras: { ...extras, events }, end: { kind: 'ended', status } };
+    const why = {
+      ...(extras.error == null ? {} : { error: extras.error }),
+      ...(extras.reason == null ? {} : { reason: extras.reason }),
+    };
+    return { extras: { ...extras, events }, end: { kind: 'ended', status, ...why } };
   }
 
   /**

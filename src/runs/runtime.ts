@@ -323,7 +323,7 @@ export class Runtime {
       events: [{ type: 'run.status', data: { status: 'failed', reason: error.message } }],
     });
     if (version === undefined) return { kind: 'stood_down', reason: 'another process holds the run' };
-    return { kind: 'ended', status: 'failed' };
+    return { kind: 'ended', status: 'failed', error: error.toJSON(), reason: error.message };
   }
 
   /** A drive threw: record its error and let the run go, to be claimed again after a backoff. */

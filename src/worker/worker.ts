@@ -236,8 +236,18 @@ export function startWorker(runtime: Runtime, options: WorkerOptions = {}): Work
 }
 
 function logEnd(log: WorkerLog, fields: Record<string, unknown>, end: DriveEnd): void {
-  if (end.kind === 'ended') log.info({ ...fields, status: end.status }, `run is ${end.status}`);
-  else if (end.kind === 'released' && end.reason === HANDED_OFF)
+  if (end.kind === 'ended') {
+    const why = {
+      ...fields,
+      status: end.status,
+      ...(end.error == null ? {} : { code: end.error.code }),
+      ...(end.reason == null ? {} : { reason: end.reason }),
+    };
+    // A failed run needs someone; a run waiting on unknown calls needs an operator or a hook.
+    if (end.status === 'failed') log.error(why, 'run is failed');
+    else if (end.status === 'awaiting_reconciliation') log.warn(why, `run is ${end.status}`);
+    else log.info(why, `run is ${end.status}`);
+  } else if (end.kind === 'released' && end.reason === HANDED_OFF)
     log.info(fields, 'handed the run over between steps: another worker claims it now');
   else if (end.kind === 'released')
     log.warn({ ...fields, delayMs: end.delayMs, reason: end.reason }, 'released the run, to try again later');

@@ -91,7 +91,7 @@ describe.each(DIALECTS)('API keys over HTTP on %s', (dialect) => {
     });
 
     const logged = h.logLines.find((l) => l.msg === 'api key created' && l.keyId === secondId);
-    expect(logged).toMatchObject({ actor: 'ops-erin', for: 'ops-frank', createdBy: 'ops-erin' });
+    expect(logged).toMatchObject({ actorId: 'ops-erin', for: 'ops-frank', createdBy: 'ops-erin' });
   });
 
   it("the key's actor id is what the ledger records as the operator", async () => {

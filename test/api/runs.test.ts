@@ -90,7 +90,7 @@ describe.each(DIALECTS)('runs over HTTP on %s', (dialect) => {
         input: { message: 'credit acct_1 $25' },
       });
       const line = h.logLines.find((l) => l.msg === 'run created' && l.runId === runId);
-      expect(line).toMatchObject({ actor: 'ops-ana', tenant: TENANT });
+      expect(line).toMatchObject({ actorId: 'ops-ana', tenantId: TENANT });
     });
 
     it('mints a run id when none is given, and answers 422 for an agent this server does not have', async () => {

@@ -20,6 +20,22 @@ async function serve(
   return { proc, base };
 }
 
+/** The keys of a JSON object's top level, in order, repeats kept (JSON.parse would keep the last). */
+function topLevelKeys(json: string): string[] {
+  const keys: string[] = [];
+  let depth = 0;
+  for (let i = 0; i < json.length; i++) {
+    const c = json[i];
+    if (c === '"') {
+      const end = /^"(?:[^"\\]|\\.)*"/.exec(json.slice(i))?.[0] ?? '"';
+      if (depth === 1 && json[i + end.length] === ':') keys.push(JSON.parse(end) as string);
+      i += end.length - 1;
+    } else if (c === '{' || c === '[') depth++;
+    else if (c === '}' || c === ']') depth--;
+  }
+  return keys;
+}
+
 const createKey = (databaseUrl: string, role: string): Promise<string> =>
   createKeyWithCli(databaseUrl, { tenant: 'acme', actor: 'ops-e2e', role });
 
@@ -71,12 +87,34 @@ describe('oncely serve', () => {
     expect(metrics).toMatch(
       /^oncely_ledger_operation_duration_seconds_count\{operation="reserve_step",outcome="ok"\} [1-9]/m,
     );
+    // What this process wrote: the call reserved (started), then completed; the requests it answered.
+    expect(metrics).toMatch(/^oncely_tool_calls_total\{tool="issue_credit",status="started"\} 1$/m);
+    expect(metrics).toMatch(/^oncely_tool_calls_total\{tool="issue_credit",status="completed"\} 1$/m);
+    expect(metrics).toMatch(
+      /^oncely_http_requests_total\{method="POST",route="\/v1\/runs",status="201"\} 1$/m,
+    );
+    expect(metrics).toMatch(
+      /^oncely_http_request_duration_seconds_count\{method="GET",route="\/v1\/runs\/:run_id",status="200"\} [1-9]/m,
+    );
+    // Node's process metrics under their usual names.
+    expect(metrics).toMatch(/^process_cpu_user_seconds_total \d/m);
+    expect(metrics).not.toContain('oncely_process_');
 
     const exit = await proc.stop(20_000);
     expect(exit, proc.stderr).toEqual({ code: 0, signal: null });
     expect(proc.stderr).toContain('"msg":"stopped"');
     const logged = proc.stderr.split('\n').filter((l) => l.includes('"runId":"run_e2e_1"'));
-    expect(logged.some((l) => l.includes('"actor":"ops-e2e"'))).toBe(true);
+    // One name per concept, as the worker's lines have them, and no key twice in a line.
+    expect(logged.some((l) => l.includes('"actorId":"ops-e2e"') && l.includes('"tenantId":"acme"'))).toBe(
+      true,
+    );
+    for (const line of proc.stderr.split('\n').filter((l) => l.startsWith('{'))) {
+      const keys = topLevelKeys(line);
+      expect(
+        keys.filter((k, i) => keys.indexOf(k) !== i),
+        line,
+      ).toEqual([]);
+    }
   });
 
   it('with --no-worker serves the API only: a new run stays queued', async () => {

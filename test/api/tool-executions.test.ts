@@ -183,8 +183,8 @@ describe.each(DIALECTS)('tool executions over HTTP on %s', (dialect) => {
       );
       expect(line).toMatchObject({
         runId: record.runId,
-        actor: 'ops-ana',
-        tenant: TENANT,
+        actorId: 'ops-ana',
+        tenantId: TENANT,
         status: 'completed',
       });
     });

@@ -322,7 +322,13 @@ describe.each(STORE_KINDS)('the promise at its edges, guarded calls on %s', (kin
     expect(record?.conflictAt).not.toBeNull();
     expect((await historyOf(call)).at(-1)).toBe('conflict:outcome:failed->completed');
     expect(log.lines).toHaveLength(1);
-    expect(log.lines[0]?.fields).toMatchObject({ conflict: true, key, status: 'failed', attempt: 1 });
+    expect(log.lines[0]?.fields).toMatchObject({
+      conflict: true,
+      code: 'LEDGER_CONFLICT',
+      idempotencyKey: key,
+      status: 'failed',
+      attempt: 1,
+    });
     expect(log.lines[0]?.message).toMatch(/ledger conflict on .*attempt 1 reported it completed/);
     const conflicts = await store.ledger.list(TENANT, { conflict: true, limit: 100 });
     expect(conflicts.map((r) => r.idempotencyKey)).toContain(key);

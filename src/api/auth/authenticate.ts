@@ -33,7 +33,7 @@ export function authenticator(keys: ApiKeyStore) {
       );
     }
     request.principal = principal;
-    request.log = request.log.child({ tenant: principal.tenantId, actor: principal.actorId });
+    request.log = request.log.child({ tenantId: principal.tenantId, actorId: principal.actorId });
   };
 }
 

@@ -110,7 +110,7 @@ function decisionRoute(app: ApiApp, ctx: ApiContext, decision: 'approve' | 'reje
           ? await ctx.runtime.approve(input)
           : await ctx.runtime.reject({ ...input, reason: reason ?? '' });
       request.log.info(
-        { idempotencyKey: key, runId: approval.runId, decision: approval.status, actor: actorId },
+        { idempotencyKey: key, runId: approval.runId, decision: approval.status },
         'operator decided an approval',
       );
       return toApproval(approval);

@@ -40,7 +40,7 @@ function retryRoute(app: ApiApp, ctx: ApiContext): void {
       const { tenantId, actorId } = principal(request);
       const { run_id: runId } = request.params;
       const run = await ctx.runtime.retry(tenantId, runId, { reason: request.body.reason, actorId });
-      request.log.info({ runId, actor: actorId }, 'operator retried a failed run');
+      request.log.info({ runId }, 'operator retried a failed run');
       return toRun(run);
     },
   );
@@ -69,7 +69,7 @@ function createRoute(app: ApiApp, ctx: ApiContext): void {
       },
     },
     async (request, reply) => {
-      const { tenantId, actorId } = principal(request);
+      const { tenantId } = principal(request);
       const body = request.body;
       const { created, run } = await ctx.runtime.startRun({
         tenantId,
@@ -77,7 +77,7 @@ function createRoute(app: ApiApp, ctx: ApiContext): void {
         input: body.input,
         ...(body.run_id === undefined ? {} : { runId: body.run_id }),
       });
-      if (created) request.log.info({ runId: run.runId, agent: run.agent, actor: actorId }, 'run created');
+      if (created) request.log.info({ runId: run.runId, agent: run.agent }, 'run created');
       return reply.code(created ? 201 : 200).send(toRun(run));
     },
   );
@@ -149,7 +149,7 @@ function cancelRoute(app: ApiApp, ctx: ApiContext): void {
       const { tenantId, actorId } = principal(request);
       const { run_id: runId } = request.params;
       const run = await ctx.runtime.cancel(tenantId, runId, { reason: request.body.reason, actorId });
-      request.log.info({ runId, actor: actorId }, 'operator cancelled a run');
+      request.log.info({ runId }, 'operator cancelled a run');
       return toRun(run);
     },
   );

@@ -132,7 +132,6 @@ function resolveRoute(app: ApiApp, ctx: ApiContext): void {
           idempotencyKey: key,
           runId: record.runId,
           status: record.status,
-          actor: actorId,
           forced: body.force === true,
         },
         body.force === true ? 'operator resolved a tool call by force' : 'operator resolved a tool call',
@@ -169,7 +168,7 @@ function compensateRoute(app: ApiApp, ctx: ApiContext): void {
         actorId,
       });
       request.log.info(
-        { idempotencyKey: key, runId: outcome.record.runId, status: outcome.status, actor: actorId },
+        { idempotencyKey: key, runId: outcome.record.runId, status: outcome.status },
         'operator compensated a tool call',
       );
       return {
