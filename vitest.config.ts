@@ -1,8 +1,8 @@
 import { defineConfig } from 'vitest/config';
 
-// Two groups, one after the other: the suite, then the drills (test/drill). A drill keeps both cores
-// busy with a dozen processes for a minute; run beside the crash and cluster tests, whose processes
-// wait on leases and timeouts, it made them late.
+// Three groups, one after the other: the suite, the drills (test/drill), then the console in a
+// browser (test/console). A drill keeps both cores busy with a dozen processes for a minute; run
+// beside the crash and cluster tests, whose processes wait on leases and timeouts, it made them late.
 export default defineConfig({
   test: {
     globalSetup: ['test/support/global-setup.ts'],
@@ -16,7 +16,7 @@ export default defineConfig({
         test: {
           name: 'suite',
           include: ['src/**/*.test.ts', 'test/**/*.test.ts'],
-          exclude: ['test/drill/**', '**/node_modules/**'],
+          exclude: ['test/drill/**', 'test/console/**', '**/node_modules/**'],
           sequence: { groupOrder: 0 },
         },
       },
@@ -26,6 +26,15 @@ export default defineConfig({
           name: 'drill',
           include: ['test/drill/**/*.test.ts'],
           sequence: { groupOrder: 1 },
+        },
+      },
+      // The console in Chromium, last and alone: a browser beside the drills would slow both.
+      {
+        extends: true,
+        test: {
+          name: 'browser',
+          include: ['test/console/**/*.test.ts'],
+          sequence: { groupOrder: 2 },
         },
       },
     ],

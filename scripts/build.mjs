@@ -1,6 +1,6 @@
 // Compiles src/ to dist/ and copies the SQL migrations beside the code that reads them.
 import { execFileSync } from 'node:child_process';
-import { cpSync, existsSync, readdirSync, rmSync, chmodSync } from 'node:fs';
+import { cpSync, existsSync, readdirSync, rmSync, chmodSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -20,5 +20,19 @@ for (const dialect of ['sqlite', 'postgres']) {
     cpSync(join(from, file), join(to, file));
   }
 }
+// The operator console: its TypeScript compiled for browsers, its page and stylesheet beside it, and
+// a manifest of what the server may serve.
+execFileSync(process.execPath, [tsc, '-p', join(root, 'console', 'tsconfig.json')], { stdio: 'inherit' });
+const consoleDir = join(root, 'dist', 'console');
+for (const file of ['index.html', 'style.css']) cpSync(join(root, 'console', file), join(consoleDir, file));
+writeFileSync(
+  join(consoleDir, 'assets.json'),
+  `${JSON.stringify(
+    readdirSync(consoleDir)
+      .filter((f) => /\.(html|css|js)$/.test(f))
+      .sort(),
+  )}\n`,
+);
+
 const bin = join(root, 'dist', 'cli', 'main.js');
 if (existsSync(bin)) chmodSync(bin, 0o755);

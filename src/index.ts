@@ -19,6 +19,7 @@ export {
   type ReconcileHook,
   type CompensateHook,
 } from './tools/index.js';
+export { runTraceId } from './tracing/index.js';
 export {
   OncelyError,
   ToolNotAttemptedError,

@@ -23,6 +23,7 @@ import { runEventRoutes } from './routes/run-events.js';
 import { runRoutes } from './routes/runs.js';
 import { toolExecutionRoutes } from './routes/tool-executions.js';
 import { workerRoutes } from './routes/workers.js';
+import { consoleRoutes } from './routes/console.js';
 
 export const DEFAULT_BODY_LIMIT = 256 * 1024;
 
@@ -99,6 +100,7 @@ export async function buildApiServer(options: ApiServerOptions): Promise<ApiApp>
     apiKeyRoutes,
     workerRoutes,
     healthRoutes,
+    consoleRoutes,
   ];
   for (const register of domains) register(app, ctx);
   await app.ready();

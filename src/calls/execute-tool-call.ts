@@ -25,6 +25,7 @@ import {
   type RecordPlan,
 } from './record-outcome.js';
 import { reconcileHookOf, reconcileRecord, reportLoss } from './settlement.js';
+import { definedAttributes, inSpan, type Attributes, type Context } from '../tracing/index.js';
 
 /** Test-only (src/crash/unsafe.ts), read once: replay a started call as if there were no ledger. */
 const NO_LEDGER = unsafeSwitch('no-ledger');
@@ -192,6 +193,8 @@ async function recordExecuted(
 
 export interface ProceedOptions extends CallOptions {
   readonly reserve: Reserve;
+  /** The parent of the call's span (a run's drive); the active context when not given. */
+  readonly traceContext?: Context;
   /** The run loop tells the model what an operator decided; a guarded call runs a failed key again. */
   readonly caller: 'run' | 'guarded';
 }
@@ -201,7 +204,60 @@ export interface ProceedOptions extends CallOptions {
  * a reservation this caller holds is executed; an existing record is replayed, told, asked of the
  * reconcile hook, waited for (its last attempt may still land), or re-opened and executed again.
  */
-export async function proceedCall(
+export function proceedCall(
+  ledger: Ledger,
+  call: PreparedCall,
+  reservation: ReserveResult | undefined,
+  options: ProceedOptions,
+): Promise<CallProgress> {
+  const { request, tool } = call;
+  return inSpan(
+    `execute_tool ${tool.name}`,
+    {
+      ...(options.traceContext === undefined ? {} : { parent: options.traceContext }),
+      attributes: {
+        'gen_ai.operation.name': 'execute_tool',
+        'gen_ai.tool.name': tool.name,
+        'gen_ai.tool.call.id': request.toolCallId,
+        'oncely.idempotency_key': request.idempotencyKey,
+        'oncely.effect': tool.effect.kind,
+        'oncely.run.id': request.runId,
+        'oncely.tenant.id': request.tenantId,
+        ...(reservation === undefined ? {} : { 'oncely.reservation': reservation.kind }),
+      },
+    },
+    async (span) => {
+      const progress = await proceed(ledger, call, reservation, options);
+      span.setAttributes(progressAttributes(progress));
+      return progress;
+    },
+  );
+}
+
+/**
+ * Where a call left proceeding, as its span's attributes: the status it stands at or is recorded
+ * with (an executed attempt's outcome is written with the step's next checkpoint), its attempt, and
+ * who settled it.
+ */
+function progressAttributes(progress: CallProgress): Attributes {
+  if (progress.kind === 'executed') {
+    return {
+      'oncely.ledger.status': progress.attempt.kind,
+      'oncely.attempt': progress.record.attempt,
+      'oncely.executed': true,
+    };
+  }
+  const { outcome } = progress;
+  return definedAttributes({
+    'oncely.ledger.status': outcome.record.status,
+    'oncely.attempt': outcome.record.attempt,
+    'oncely.settled_by': outcome.record.settledBy?.kind,
+    'oncely.executed': false,
+    'oncely.outcome': outcome.status,
+  });
+}
+
+async function proceed(
   ledger: Ledger,
   call: PreparedCall,
   reservation: ReserveResult | undefined,
@@ -227,7 +283,7 @@ export async function proceedCall(
   const { mayLand } = decision;
   const settled = (outcome: ToolCallOutcome): CallProgress => ({ kind: 'settled', outcome });
   const again = (next: ToolExecutionRecord): Promise<CallProgress> =>
-    proceedCall(ledger, call, { kind: 'existing', record: next }, options, round + 1, asked);
+    proceed(ledger, call, { kind: 'existing', record: next }, options, round + 1, asked);
   switch (decision.action) {
     case 'replay':
       return settled(outcomeOfRecord(record, asked ? 'reconcile' : 'ledger'));
@@ -250,7 +306,7 @@ export async function proceedCall(
             : outcomeOfRecord(found),
         );
       }
-      return proceedCall(ledger, call, { kind: 'existing', record: found }, options, round + 1, true);
+      return proceed(ledger, call, { kind: 'existing', record: found }, options, round + 1, true);
     }
     case 'reopen': {
       if (round > MAX_ROUNDS) return settled(outcomeOfRecord(record));
@@ -259,7 +315,7 @@ export async function proceedCall(
         return settled(outcomeOfRecord(reopened.record));
       }
       if (reopened?.kind === 'existing') return again(reopened.record);
-      return proceedCall(ledger, call, reopened, options, round + 1, asked);
+      return proceed(ledger, call, reopened, options, round + 1, asked);
     }
     case 'reserve':
     case 'request_approval':

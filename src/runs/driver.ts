@@ -16,6 +16,17 @@ import type { Tool } from '../tools/index.js';
 import { Lease } from './lease.js';
 import { asModelMessages, isBuiltHere, recordTurn } from './messages.js';
 import { settleStep } from './settle-step.js';
+import {
+  ROOT_CONTEXT,
+  SpanKind,
+  SpanStatusCode,
+  contextOf,
+  definedAttributes,
+  inSpan,
+  runTraceContext,
+  type Attributes,
+  type Context,
+} from '../tracing/index.js';
 
 /** A test-only switch (`ONCELY_UNSAFE_TEST_SWITCHES`): a driver fenced out drives on. */
 const IGNORE_LOST_LEASE = unsafeSwitch('ignore-lost-lease');
@@ -119,6 +130,7 @@ export class RunDriver {
   #modelOutages: number;
   /** The conversation as converted for the model: each step converts only what it added. */
   readonly #prompt = new ModelPrompt({ wellFormed: isBuiltHere });
+  #traceContext: Context = ROOT_CONTEXT;
 
   constructor(options: DriverOptions, run: RunRecord) {
     this.ledger = options.ledger;
@@ -152,17 +164,55 @@ export class RunDriver {
     return this.#fresh;
   }
 
+  /**
+   * The context of this drive's span: the model and tool spans hang from it. Every drive of the run,
+   * in any process, is in the run's one trace (see src/tracing).
+   */
+  get traceContext(): Context {
+    return this.#traceContext;
+  }
+
   /** Drives until the run waits, ends or is lost. Stops the lease on the way out. */
   async drive(): Promise<DriveEnd> {
-    try {
-      for (let round = 1; ; round++) {
-        const end = await this.#driveOn();
-        if (!(IGNORE_LOST_LEASE && end.kind === 'stood_down' && round < 8 && (await this.#carryOn()))) {
+    const parent = runTraceContext(this.run.tenantId, this.run.runId);
+    return inSpan(
+      'oncely.run.drive',
+      {
+        parent,
+        attributes: {
+          'oncely.run.id': this.run.runId,
+          'oncely.tenant.id': this.run.tenantId,
+          'oncely.agent': this.agent.name,
+          'oncely.lease.epoch': this.lease.epoch,
+          'oncely.worker': this.owner,
+          'oncely.run.step': this.#checkpoint.step,
+        },
+      },
+      async (span) => {
+        this.#traceContext = contextOf(span, parent);
+        try {
+          const end = await this.#driveRounds();
+          span.setAttributes(driveEndAttributes(end));
+          if (end.kind === 'ended' && end.status === 'failed') {
+            span.setStatus({
+              code: SpanStatusCode.ERROR,
+              message: end.reason ?? end.error?.message ?? 'failed',
+            });
+          }
           return end;
+        } finally {
+          await this.lease.stop();
         }
+      },
+    );
+  }
+
+  async #driveRounds(): Promise<DriveEnd> {
+    for (let round = 1; ; round++) {
+      const end = await this.#driveOn();
+      if (!(IGNORE_LOST_LEASE && end.kind === 'stood_down' && round < 8 && (await this.#carryOn()))) {
+        return end;
       }
-    } finally {
-      await this.lease.stop();
     }
   }
 
@@ -407,6 +457,49 @@ export class RunDriver {
   }
 
   /**
+   * The model call of a step, in a span named and labelled as OpenTelemetry's GenAI conventions say
+   * (`chat <model>`, the provider, the models asked and answering, token usage, finish reason).
+   */
+  #callModel(step: number, messages: Checkpoint['messages']): Promise<ModelTurn> {
+    const model = this.agent.model;
+    return inSpan(
+      `chat ${model.modelId}`,
+      {
+        kind: SpanKind.CLIENT,
+        parent: this.#traceContext,
+        attributes: {
+          'gen_ai.operation.name': 'chat',
+          'gen_ai.provider.name': model.provider,
+          'gen_ai.request.model': model.modelId,
+          'oncely.run.id': this.run.runId,
+          'oncely.run.step': step,
+        },
+      },
+      async (span) => {
+        const turn = await callModel({
+          model,
+          system: this.agent.instructions,
+          messages: asModelMessages(messages),
+          tools: this.agent.tools,
+          signal: this.lease.signal,
+          timeoutMs: this.agent.modelTimeoutMs,
+          prompt: this.#prompt,
+        });
+        span.setAttributes(
+          definedAttributes({
+            'gen_ai.response.model': turn.modelId,
+            'gen_ai.usage.input_tokens': turn.usage?.inputTokens,
+            'gen_ai.usage.output_tokens': turn.usage?.outputTokens,
+            'oncely.model.tool_calls': turn.toolCalls.length,
+          }),
+        );
+        span.setAttribute('gen_ai.response.finish_reasons', [turn.finishReason]);
+        return turn;
+      },
+    );
+  }
+
+  /**
    * One model call, with minted call ids; it is made durable in the transaction that reserves its
    * calls, so never after any of them is reserved.
    */
@@ -423,15 +516,7 @@ export class RunDriver {
     await crashPoint('model.before-call');
     let turn: ModelTurn;
     try {
-      turn = await callModel({
-        model: this.agent.model,
-        system: this.agent.instructions,
-        messages: asModelMessages(checkpoint.messages),
-        tools: this.agent.tools,
-        signal: this.lease.signal,
-        timeoutMs: this.agent.modelTimeoutMs,
-        prompt: this.#prompt,
-      });
+      turn = await this.#callModel(checkpoint.step + 1, checkpoint.messages);
     } catch (error) {
       if (this.lease.lost) return this.standDown();
       const info = errorInfo(error);
@@ -465,6 +550,23 @@ export class RunDriver {
     this.#unsaved = { events: [response] };
     this.#fresh = true;
     return undefined;
+  }
+}
+
+/** What a drive came to, as attributes of its span. */
+function driveEndAttributes(end: DriveEnd): Attributes {
+  switch (end.kind) {
+    case 'ended':
+      return definedAttributes({
+        'oncely.drive.end': 'ended',
+        'oncely.run.status': end.status,
+        'error.type': end.error?.code,
+        'oncely.reason': end.reason,
+      });
+    case 'released':
+      return { 'oncely.drive.end': 'released', 'oncely.reason': end.reason };
+    case 'stood_down':
+      return { 'oncely.drive.end': 'stood_down', 'oncely.reason': end.reason };
   }
 }
 

@@ -88,6 +88,7 @@ async function execute(driver: RunDriver, plan: StepPlan): Promise<Map<string, C
           fencingToken: driver.lease.epoch,
           caller: 'run',
           reserve,
+          traceContext: driver.traceContext,
         }),
       ),
     );

@@ -15,6 +15,8 @@ interface Operation {
 type Doc = { openapi: string; paths: Record<string, Record<string, Operation>> };
 
 const PUBLIC = ['/healthz', '/readyz', '/metrics', '/openapi.json'];
+/** The console's page and assets (docs/console.md, tested in a browser): pages, not API operations. */
+const isConsole = (url: string): boolean => url === '/' || url === '/console' || url.startsWith('/console/');
 
 describe('GET /openapi.json', () => {
   let h: ApiHarness;
@@ -44,6 +46,7 @@ describe('GET /openapi.json', () => {
       .flatMap(([path, operations]) => Object.keys(operations).map((m) => `${m.toUpperCase()} ${path}`))
       .sort();
     const served = routesOf(h.app)
+      .filter((r) => !isConsole(r.url))
       .map((r) => `${r.method} ${r.url.replace(/:([a-z_]+)/g, '{$1}')}`)
       .sort();
     expect(served.length).toBeGreaterThan(15);
@@ -91,7 +94,7 @@ describe('GET /openapi.json', () => {
   it('docs/api.md has a section, with an example, for every route', () => {
     const doc = readFileSync(new URL('../../docs/api.md', import.meta.url), 'utf8');
     const sections = doc.split(/^### /m).slice(1);
-    for (const route of routesOf(h.app)) {
+    for (const route of routesOf(h.app).filter((r) => !isConsole(r.url))) {
       const heading = `\`${route.method} ${route.url.replace(/:([a-z_]+)/g, '{$1}')}\``;
       const section = sections.find((s) => s.startsWith(heading));
       expect(section, `docs/api.md has no section ${heading}`).toBeDefined();

@@ -18,9 +18,27 @@ const tags = ['api keys'];
 const keyCursor = z.strictObject({ at: cursorTime, key_id: keyIdSchema });
 
 export function apiKeyRoutes(app: ApiApp, ctx: ApiContext): void {
+  meRoute(app);
   listRoute(app, ctx);
   createRoute(app, ctx);
   revokeRoute(app, ctx);
+}
+
+/** The key a request is made with: its tenant, actor and role (what a console may show and offer). */
+function meRoute(app: ApiApp): void {
+  app.get(
+    '/v1/me',
+    {
+      config: { role: 'viewer' },
+      schema: {
+        summary: 'The API key of this request: its tenant, actor id and role',
+        tags,
+        security: BEARER,
+        response: { 200: apiKeySchema, ...authErrors },
+      },
+    },
+    (request) => Promise.resolve(toApiKey(principal(request))),
+  );
 }
 
 function listRoute(app: ApiApp, ctx: ApiContext): void {

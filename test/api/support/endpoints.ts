@@ -23,7 +23,8 @@ export interface Endpoint {
   readonly route: string;
   readonly role: ApiKeyRole;
   /** `record`: about one of acme's records; `list`: acme's records; `create`: makes a new one. */
-  readonly kind: 'record' | 'list' | 'create';
+  /** `self`: an answer about the key itself (its own tenant). */
+  readonly kind: 'record' | 'list' | 'create' | 'self';
   /** An event stream: read its headers only. */
   readonly stream?: boolean;
   path(seeds: Seeds): string;
@@ -124,6 +125,7 @@ export const ENDPOINTS: readonly Endpoint[] = [
   },
   { method: 'GET', route: '/v1/api-keys', role: 'admin', kind: 'list', path: () => '/v1/api-keys' },
   { method: 'GET', route: '/v1/workers', role: 'viewer', kind: 'list', path: () => '/v1/workers' },
+  { method: 'GET', route: '/v1/me', role: 'viewer', kind: 'self', path: () => '/v1/me' },
   {
     method: 'POST',
     route: '/v1/api-keys',

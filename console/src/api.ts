@@ -1,0 +1,212 @@
+/*
+ * The console talks to the same HTTP API as the CLI, with the operator's API key in the
+ * Authorization header. The key lives in this tab's sessionStorage: never in a URL, a cookie or the
+ * page, and gone when the tab closes.
+ */
+
+const STORAGE = 'oncely.console.key';
+
+export interface Me {
+  readonly key_id: string;
+  readonly tenant_id: string;
+  readonly actor_id: string;
+  readonly role: 'viewer' | 'operator' | 'admin';
+}
+
+export interface Actor {
+  readonly kind: string;
+  readonly id: string;
+}
+
+export interface ToolExecution {
+  readonly idempotency_key: string;
+  readonly run_id: string;
+  readonly tool_call_id: string;
+  readonly tool_name: string;
+  readonly effect: string;
+  readonly status: string;
+  readonly attempt: number;
+  readonly version: number;
+  readonly args: unknown;
+  readonly result: unknown;
+  readonly result_reference: string | null;
+  readonly error: { readonly code: string; readonly message: string } | null;
+  readonly compensation_of: string | null;
+  readonly created_at: string;
+  readonly updated_at: string;
+  readonly attempt_started_at: string;
+  readonly settled_at: string | null;
+  readonly settled_by: Actor | null;
+  readonly attempt_timeout_ms: number;
+  readonly conflict_at: string | null;
+}
+
+export interface HistoryEntry {
+  readonly id: number;
+  readonly at: string;
+  readonly kind: string;
+  readonly actor: Actor;
+  readonly via: string;
+  readonly from: string | null;
+  readonly to: string | null;
+  readonly attempt: number;
+  readonly reason: string | null;
+  readonly detail: unknown;
+}
+
+export interface Approval {
+  readonly idempotency_key: string;
+  readonly run_id: string;
+  readonly tool_name: string;
+  readonly args: unknown;
+  readonly status: string;
+  readonly decided_by: string | null;
+  readonly reason: string | null;
+  readonly created_at: string;
+  readonly decided_at: string | null;
+}
+
+export interface Run {
+  readonly run_id: string;
+  readonly agent: string;
+  readonly status: string;
+  readonly input: unknown;
+  readonly result: unknown;
+  readonly error: { readonly code: string; readonly message: string } | null;
+  readonly status_reason: string | null;
+  readonly step: number;
+  readonly pending_calls: readonly { idempotency_key: string; tool_name: string; heard: string | null }[];
+  readonly lease: { owner: string | null; epoch: number; expires_at: string | null };
+  readonly created_at: string;
+  readonly updated_at: string;
+}
+
+export interface Worker {
+  readonly worker_id: string;
+  readonly kind: string;
+  readonly host: string;
+  readonly pid: number;
+  readonly concurrency: number;
+  readonly version: string;
+  readonly stopping: boolean;
+  readonly live: boolean;
+  readonly started_at: string;
+  readonly last_heartbeat_at: string;
+  readonly runs: readonly { run_id: string; agent: string; lease_epoch: number }[];
+}
+
+export interface Page<T> {
+  readonly items: T[];
+  readonly next_cursor: string | null;
+}
+
+export interface RunEvent {
+  readonly id: number;
+  readonly at: string;
+  readonly type: string;
+  readonly data: Record<string, unknown>;
+}
+
+/** An answer other than 2xx, in the API's error envelope; `body` holds the rest (the current record). */
+export class ApiError extends Error {
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    message: string,
+    readonly body: Record<string, unknown>,
+  ) {
+    super(message);
+  }
+}
+
+export function storedKey(): string | null {
+  return sessionStorage.getItem(STORAGE);
+}
+
+export function keepKey(key: string): void {
+  sessionStorage.setItem(STORAGE, key);
+}
+
+export function forgetKey(): void {
+  sessionStorage.removeItem(STORAGE);
+}
+
+function headers(key: string | null, json: boolean): HeadersInit {
+  const h: Record<string, string> = { accept: 'application/json' };
+  if (key !== null) h.authorization = `Bearer ${key}`;
+  if (json) h['content-type'] = 'application/json';
+  return h;
+}
+
+export async function api<T>(
+  method: 'GET' | 'POST',
+  path: string,
+  body?: unknown,
+  key = storedKey(),
+): Promise<T> {
+  const response = await fetch(path, {
+    method,
+    headers: headers(key, body !== undefined),
+    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+    cache: 'no-store',
+    credentials: 'omit',
+  });
+  const text = await response.text();
+  const parsed = (text === '' ? {} : JSON.parse(text)) as Record<string, unknown>;
+  if (!response.ok) {
+    const error = (parsed.error ?? {}) as { code?: string; message?: string };
+    throw new ApiError(
+      response.status,
+      error.code ?? `HTTP_${response.status}`,
+      error.message ?? response.statusText,
+      parsed,
+    );
+  }
+  return parsed as T;
+}
+
+export const q = (params: Record<string, string | number | undefined>): string => {
+  const search = new URLSearchParams();
+  for (const [k, v] of Object.entries(params)) if (v !== undefined && v !== '') search.set(k, String(v));
+  const s = search.toString();
+  return s === '' ? '' : `?${s}`;
+};
+
+/**
+ * A run's events, from its server-sent-event stream (read with fetch, so the key goes in a header,
+ * as EventSource cannot send one). Ends when the stream does or `signal` aborts.
+ */
+export async function* runEvents(runId: string, signal: AbortSignal): AsyncGenerator<RunEvent> {
+  const response = await fetch(`/v1/runs/${encodeURIComponent(runId)}/events`, {
+    headers: { ...headers(storedKey(), false), accept: 'text/event-stream' },
+    cache: 'no-store',
+    credentials: 'omit',
+    signal,
+  });
+  if (!response.ok || response.body === null) {
+    throw new ApiError(response.status, `HTTP_${response.status}`, 'the run events could not be read', {});
+  }
+  const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
+  let buffer = '';
+  try {
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) return;
+      buffer += value;
+      for (let end = buffer.indexOf('\n\n'); end >= 0; end = buffer.indexOf('\n\n')) {
+        const block = buffer.slice(0, end);
+        buffer = buffer.slice(end + 2);
+        const data = block
+          .split('\n')
+          .filter((l) => l.startsWith('data:'))
+          .map((l) => l.slice(5).trimStart())
+          .join('\n');
+        if (data === '') continue;
+        const parsed = JSON.parse(data) as Partial<RunEvent>;
+        if (typeof parsed.id === 'number' && typeof parsed.type === 'string') yield parsed as RunEvent;
+      }
+    }
+  } finally {
+    reader.releaseLock();
+  }
+}

@@ -1,0 +1,180 @@
+import { api, forgetKey, keepKey, storedKey, ApiError, type Me } from './api.js';
+import { announce, h, replace } from './dom.js';
+import { approvalView, callView, inboxView, runView, runsView, workersView, type View } from './views.js';
+
+/*
+ * The console's shell: sign-in, the top bar with live counts, and a router on the URL's hash
+ * (#/inbox, #/calls/<key>, #/approvals/<key>, #/runs, #/runs/<id>, #/workers). The hash names only
+ * what is shown, never a secret.
+ */
+
+const main = document.getElementById('main') as HTMLElement;
+const top = document.getElementById('top') as HTMLElement;
+
+let me: Me | undefined;
+/** The open view's cleanup (timers, streams), run before the next one opens. */
+let closeView: (() => void) | undefined;
+let countsTimer: number | undefined;
+
+function signInView(message?: string): void {
+  top.hidden = true;
+  const input = h('input', {
+    id: 'api-key',
+    name: 'api-key',
+    type: 'password',
+    autocomplete: 'off',
+    spellcheck: 'false',
+    required: true,
+    'aria-describedby': 'api-key-help',
+  });
+  const form = h(
+    'form',
+    { class: 'sign-in', 'aria-labelledby': 'sign-in-title' },
+    h('h1', { id: 'sign-in-title' }, 'Sign in to the oncely console'),
+    h('label', { for: 'api-key' }, 'API key'),
+    input,
+    h(
+      'p',
+      { id: 'api-key-help', class: 'help' },
+      'A key from `oncely keys create`. It is kept in this tab only and sent with each request; close the tab or sign out to forget it.',
+    ),
+    message === undefined ? null : h('p', { class: 'notice notice-error', role: 'alert' }, message),
+    h('button', { type: 'submit' }, 'Sign in'),
+  );
+  form.addEventListener('submit', (event) => {
+    event.preventDefault();
+    void signIn(input.value.trim());
+  });
+  replace(main, form);
+  input.focus();
+}
+
+async function signIn(key: string): Promise<void> {
+  try {
+    me = await api<Me>('GET', '/v1/me', undefined, key);
+    keepKey(key);
+    if (location.hash === '' || location.hash === '#/') location.hash = '#/inbox';
+    render();
+  } catch (error) {
+    signInView(
+      error instanceof ApiError && error.status === 401
+        ? 'That key was not accepted (unknown or revoked).'
+        : `Could not sign in: ${(error as Error).message}`,
+    );
+  }
+}
+
+function signOut(): void {
+  forgetKey();
+  me = undefined;
+  window.clearInterval(countsTimer);
+  closeView?.();
+  closeView = undefined;
+  location.hash = '';
+  signInView();
+}
+
+function topBar(who: Me): void {
+  const nav = h(
+    'nav',
+    { 'aria-label': 'Console' },
+    h(
+      'a',
+      { href: '#/inbox' },
+      'Inbox ',
+      h('span', { id: 'count-inbox', class: 'count', 'aria-label': 'items' }),
+    ),
+    h('a', { href: '#/runs' }, 'Runs'),
+    h('a', { href: '#/workers' }, 'Workers'),
+  );
+  replace(
+    top,
+    h('a', { class: 'brand', href: '#/inbox' }, 'oncely'),
+    nav,
+    h(
+      'p',
+      { class: 'who' },
+      h('span', {}, who.actor_id),
+      ' · ',
+      h('span', { class: 'role' }, who.role),
+      ' · tenant ',
+      h('span', {}, who.tenant_id),
+    ),
+    h('button', { type: 'button', class: 'secondary', onclick: signOut }, 'Sign out'),
+  );
+  top.hidden = false;
+  void refreshCounts();
+  window.clearInterval(countsTimer);
+  countsTimer = window.setInterval(() => void refreshCounts(), 5_000);
+}
+
+/** The inbox's count in the top bar: unknown calls, conflicts and pending approvals. */
+async function refreshCounts(): Promise<void> {
+  try {
+    const [unknown, conflicts, approvals] = await Promise.all([
+      api<{ items: unknown[] }>('GET', '/v1/tool-executions?status=unknown&limit=200'),
+      api<{ items: unknown[] }>('GET', '/v1/tool-executions?status=conflict&limit=200'),
+      api<{ items: unknown[] }>('GET', '/v1/approvals?status=pending&limit=200'),
+    ]);
+    const n = unknown.items.length + conflicts.items.length + approvals.items.length;
+    const count = document.getElementById('count-inbox');
+    if (count !== null) count.textContent = String(n);
+  } catch (error) {
+    if (error instanceof ApiError && error.status === 401) signOut();
+  }
+}
+
+function route(): { view: View; args: string[] } {
+  const parts = location.hash.replace(/^#\/?/, '').split('?')[0]!.split('/').map(decodeURIComponent);
+  const [page, ...rest] = parts;
+  switch (page) {
+    case 'calls':
+      return { view: callView, args: [rest.join('/')] };
+    case 'approvals':
+      return { view: approvalView, args: [rest.join('/')] };
+    case 'runs':
+      return rest.length > 0 ? { view: runView, args: [rest.join('/')] } : { view: runsView, args: [] };
+    case 'workers':
+      return { view: workersView, args: [] };
+    default:
+      return { view: inboxView, args: [] };
+  }
+}
+
+function render(): void {
+  if (me === undefined) return;
+  if (top.hidden) topBar(me);
+  closeView?.();
+  closeView = undefined;
+  const { view, args } = route();
+  for (const a of top.querySelectorAll('nav a')) {
+    const current = location.hash.startsWith(a.getAttribute('href') ?? '#none');
+    if (current) a.setAttribute('aria-current', 'page');
+    else a.removeAttribute('aria-current');
+  }
+  replace(main, h('p', {}, 'Loading…'));
+  view(main, { me, args, refreshCounts: () => void refreshCounts() })
+    .then((close) => {
+      closeView = close;
+      main.focus({ preventScroll: true });
+    })
+    .catch((error: unknown) => {
+      if (error instanceof ApiError && error.status === 401) return signOut();
+      const message =
+        error instanceof ApiError && error.status === 404
+          ? `Not found: ${error.message}`
+          : `Something went wrong: ${(error as Error).message}`;
+      replace(
+        main,
+        h('h1', {}, 'Not shown'),
+        h('p', { class: 'notice notice-error', role: 'alert' }, message),
+      );
+      announce(message, 'error');
+    });
+}
+
+window.addEventListener('hashchange', render);
+
+const key = storedKey();
+if (key === null) signInView();
+else void signIn(key);
