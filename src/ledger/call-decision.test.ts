@@ -256,6 +256,30 @@ describe('what contradicts a settled record', () => {
       false,
     ],
     [
+      'an attempt that ended unknown after a re-open, unkeyed (a frozen process: it may have landed too)',
+      { via: 'outcome', to: 'indeterminate', attempt: 1, keyed: false },
+      { status: 'completed', attempt: 2 },
+      true,
+    ],
+    [
+      'an attempt that ended unknown after a re-open, keyed (one effect)',
+      { via: 'outcome', to: 'indeterminate', attempt: 1, keyed: true },
+      { status: 'completed', attempt: 2 },
+      false,
+    ],
+    [
+      'an attempt that ended unknown after its call was settled failed',
+      { via: 'outcome', to: 'indeterminate', attempt: 1, keyed: true },
+      { status: 'failed', attempt: 1 },
+      true,
+    ],
+    [
+      'an attempt that ended unknown on a call settled completed by its own attempt',
+      { via: 'outcome', to: 'indeterminate', attempt: 1, keyed: false },
+      { status: 'completed', attempt: 1 },
+      false,
+    ],
+    [
       'a not-attempted outcome on a call recorded completed',
       { via: 'outcome', to: 'failed', attempt: 2, keyed: true },
       { status: 'completed', attempt: 2 },
@@ -274,9 +298,9 @@ describe('what contradicts a settled record', () => {
       false,
     ],
     [
-      'a timeout after the call was settled',
+      'a timeout after the call was settled completed (by a hook or an operator who found the effect)',
       { via: 'outcome', to: 'indeterminate', attempt: 1, keyed: false },
-      { status: 'failed', attempt: 1 },
+      { status: 'completed', attempt: 1 },
       false,
     ],
     [

@@ -99,8 +99,9 @@ export interface Observation {
 /**
  * Whether an observation that lost its compare-and-set contradicts the settled record: an effect
  * that landed on a call settled `failed`, an effect of an earlier attempt that landed after the key
- * was re-opened on a downstream that does not honour keys (two effects may now stand), or a call
- * found not taken that is recorded as taken.
+ * was re-opened on a downstream that does not honour keys (two effects may now stand), a call
+ * found not taken that is recorded as taken, or an attempt that may have landed (it ended unknown)
+ * after its call was settled `failed` or re-opened without keys.
  * Such an outcome is a `conflict`, never a quiet `ignored`. Only real observations count (an
  * attempt's outcome, a reconcile hook's answer); a decision that lost a race is just ignored.
  */
@@ -118,6 +119,13 @@ export function contradicts(
       observed.attempt === current.attempt &&
       (current.status === 'completed' || current.status === 'compensated')
     );
+  }
+  if (observed.to === 'indeterminate' && observed.via === 'outcome') {
+    // An attempt that ended not knowing, after others settled or re-opened its call: it outlived the
+    // deadline they waited for (its process was frozen or cut off), so it may have landed after
+    // all — on a call settled failed, or beside a later attempt on a downstream without keys.
+    if (current.status === 'failed') return true;
+    return observed.attempt < current.attempt && !observed.keyed;
   }
   return false;
 }

@@ -577,6 +577,54 @@ export function describeStoreConformance(
         });
       });
 
+      it('calls an attempt that ended unknown after its key was re-opened a conflict (unkeyed: it may have landed too), and not when keyed', async () => {
+        for (const keyed of [false, true]) {
+          const started = await reserveOne(request());
+          // Attempt 1's process froze past its deadline; a hook found nothing, the key ran again.
+          const failed = await apply(started, { via: 'reconcile', to: 'failed', actor: RECONCILER });
+          const [again] = await store.ledger.reserve(
+            [request({ runId: failed.runId, reopenVersion: failed.version })],
+            RUNTIME,
+          );
+          await apply(again!.record, { via: 'outcome', to: 'completed' });
+          // Thawed, attempt 1 ends not knowing whether its request landed.
+          const late = await store.ledger.transition({
+            ...transitionOf(started, {
+              via: 'outcome',
+              to: 'indeterminate',
+              error: { code: 'RUN_LEASE_LOST', message: 'lost the lease' },
+            }),
+            recordIgnored: true,
+            attempt: 1,
+            keyed,
+          });
+          expect(late.applied).toBe(false);
+          expect(late.record).toMatchObject({ status: 'completed', attempt: 2 });
+          const last = (await store.ledger.history(TENANT, started.idempotencyKey)).at(-1);
+          expect([keyed, last?.kind, last?.attempt, last?.to]).toEqual([
+            keyed,
+            keyed ? 'ignored' : 'conflict',
+            1,
+            'indeterminate',
+          ]);
+          const now = await store.ledger.get(TENANT, started.idempotencyKey);
+          expect(now?.conflictAt === null).toBe(keyed);
+        }
+      });
+
+      it('calls an attempt that ended unknown after a hook settled its call failed a conflict', async () => {
+        const started = await reserveOne(request());
+        await apply(started, { via: 'reconcile', to: 'failed', actor: RECONCILER });
+        const late = await store.ledger.transition({
+          ...transitionOf(started, { via: 'outcome', to: 'indeterminate' }),
+          recordIgnored: true,
+          attempt: 1,
+          keyed: true,
+        });
+        expect(late).toMatchObject({ applied: false, conflict: true, record: { status: 'failed' } });
+        expect(late.record?.conflictAt).not.toBeNull();
+      });
+
       it('files an outcome that agrees with the settled record as ignored, not a conflict', async () => {
         const started = await reserveOne(request());
         const unknown = await apply(started, { via: 'outcome', to: 'indeterminate' });
