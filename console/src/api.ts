@@ -172,19 +172,25 @@ export const q = (params: Record<string, string | number | undefined>): string =
   return s === '' ? '' : `?${s}`;
 };
 
+/** One server-sent event: its name (`message` when unnamed) and its data. */
+interface ServerEvent {
+  readonly event: string;
+  readonly data: string;
+}
+
 /**
- * A run's events, from its server-sent-event stream (read with fetch, so the key goes in a header,
- * as EventSource cannot send one). Ends when the stream does or `signal` aborts.
+ * A server-sent-event stream, read with fetch so the key goes in a header (EventSource cannot send
+ * one). Ends when the stream does or `signal` aborts.
  */
-export async function* runEvents(runId: string, signal: AbortSignal): AsyncGenerator<RunEvent> {
-  const response = await fetch(`/v1/runs/${encodeURIComponent(runId)}/events`, {
+async function* serverEvents(path: string, signal: AbortSignal): AsyncGenerator<ServerEvent> {
+  const response = await fetch(path, {
     headers: { ...headers(storedKey(), false), accept: 'text/event-stream' },
     cache: 'no-store',
     credentials: 'omit',
     signal,
   });
   if (!response.ok || response.body === null) {
-    throw new ApiError(response.status, `HTTP_${response.status}`, 'the run events could not be read', {});
+    throw new ApiError(response.status, `HTTP_${response.status}`, `${path} could not be read`, {});
   }
   const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
   let buffer = '';
@@ -194,19 +200,37 @@ export async function* runEvents(runId: string, signal: AbortSignal): AsyncGener
       if (done) return;
       buffer += value;
       for (let end = buffer.indexOf('\n\n'); end >= 0; end = buffer.indexOf('\n\n')) {
-        const block = buffer.slice(0, end);
+        const lines = buffer.slice(0, end).split('\n');
         buffer = buffer.slice(end + 2);
-        const data = block
-          .split('\n')
-          .filter((l) => l.startsWith('data:'))
-          .map((l) => l.slice(5).trimStart())
-          .join('\n');
-        if (data === '') continue;
-        const parsed = JSON.parse(data) as Partial<RunEvent>;
-        if (typeof parsed.id === 'number' && typeof parsed.type === 'string') yield parsed as RunEvent;
+        const field = (name: string) =>
+          lines.filter((l) => l.startsWith(`${name}:`)).map((l) => l.slice(name.length + 1).trimStart());
+        const data = field('data').join('\n');
+        if (data !== '') yield { event: field('event')[0] ?? 'message', data };
       }
     }
   } finally {
     reader.releaseLock();
+  }
+}
+
+/** A run's events, in order, then new ones as they are written, until the run has ended. */
+export async function* runEvents(runId: string, signal: AbortSignal): AsyncGenerator<RunEvent> {
+  for await (const e of serverEvents(`/v1/runs/${encodeURIComponent(runId)}/events`, signal)) {
+    const parsed = JSON.parse(e.data) as Partial<RunEvent>;
+    if (typeof parsed.id === 'number' && typeof parsed.type === 'string') yield parsed as RunEvent;
+  }
+}
+
+export interface InboxCounts {
+  readonly unknown: number;
+  readonly conflicts: number;
+  readonly pending_approvals: number;
+  readonly capped: boolean;
+}
+
+/** The tenant's inbox counts: at once, then each time they change. */
+export async function* inboxEvents(signal: AbortSignal): AsyncGenerator<InboxCounts> {
+  for await (const e of serverEvents('/v1/inbox/events', signal)) {
+    if (e.event === 'inbox') yield JSON.parse(e.data) as InboxCounts;
   }
 }

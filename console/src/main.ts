@@ -1,4 +1,4 @@
-import { api, forgetKey, keepKey, storedKey, ApiError, type Me } from './api.js';
+import { api, forgetKey, inboxEvents, keepKey, storedKey, ApiError, type Me } from './api.js';
 import { announce, h, replace } from './dom.js';
 import { approvalView, callView, inboxView, runView, runsView, workersView, type View } from './views.js';
 
@@ -14,7 +14,7 @@ const top = document.getElementById('top') as HTMLElement;
 let me: Me | undefined;
 /** The open view's cleanup (timers, streams), run before the next one opens. */
 let closeView: (() => void) | undefined;
-let countsTimer: number | undefined;
+let inboxStream: AbortController | undefined;
 
 function signInView(message?: string): void {
   top.hidden = true;
@@ -67,7 +67,7 @@ async function signIn(key: string): Promise<void> {
 function signOut(): void {
   forgetKey();
   me = undefined;
-  window.clearInterval(countsTimer);
+  inboxStream?.abort();
   closeView?.();
   closeView = undefined;
   location.hash = '';
@@ -103,25 +103,40 @@ function topBar(who: Me): void {
     h('button', { type: 'button', class: 'secondary', onclick: signOut }, 'Sign out'),
   );
   top.hidden = false;
-  void refreshCounts();
-  window.clearInterval(countsTimer);
-  countsTimer = window.setInterval(() => void refreshCounts(), 5_000);
+  followInbox();
 }
 
-/** The inbox's count in the top bar: unknown calls, conflicts and pending approvals. */
-async function refreshCounts(): Promise<void> {
-  try {
-    const [unknown, conflicts, approvals] = await Promise.all([
-      api<{ items: unknown[] }>('GET', '/v1/tool-executions?status=unknown&limit=200'),
-      api<{ items: unknown[] }>('GET', '/v1/tool-executions?status=conflict&limit=200'),
-      api<{ items: unknown[] }>('GET', '/v1/approvals?status=pending&limit=200'),
-    ]);
-    const n = unknown.items.length + conflicts.items.length + approvals.items.length;
-    const count = document.getElementById('count-inbox');
-    if (count !== null) count.textContent = String(n);
-  } catch (error) {
-    if (error instanceof ApiError && error.status === 401) signOut();
-  }
+/**
+ * The inbox's count in the top bar, pushed by the server (`/v1/inbox/events`) as it changes; each
+ * change is also told to the open view (the inbox reloads its lists). A lost stream is opened again.
+ */
+function followInbox(): void {
+  inboxStream?.abort();
+  const stream = new AbortController();
+  inboxStream = stream;
+  void (async () => {
+    for (let failures = 0; !stream.signal.aborted;) {
+      try {
+        for await (const counts of inboxEvents(stream.signal)) {
+          failures = 0;
+          const n = counts.unknown + counts.conflicts + counts.pending_approvals;
+          const count = document.getElementById('count-inbox');
+          if (count !== null) count.textContent = `${n}${counts.capped ? '+' : ''}`;
+          window.dispatchEvent(new CustomEvent('oncely:inbox', { detail: counts }));
+        }
+      } catch (error) {
+        if (stream.signal.aborted) return;
+        if (error instanceof ApiError && error.status === 401) return signOut();
+        failures++;
+      }
+      await new Promise((resolve) => window.setTimeout(resolve, Math.min(30_000, 1_000 * 2 ** failures)));
+    }
+  })();
+}
+
+/** Asks the open view to look again (after an action of this page). */
+function refreshCounts(): void {
+  window.dispatchEvent(new CustomEvent('oncely:inbox'));
 }
 
 function route(): { view: View; args: string[] } {
@@ -153,7 +168,7 @@ function render(): void {
     else a.removeAttribute('aria-current');
   }
   replace(main, h('p', {}, 'Loading…'));
-  view(main, { me, args, refreshCounts: () => void refreshCounts() })
+  view(main, { me, args, refreshCounts })
     .then((close) => {
       closeView = close;
       main.focus({ preventScroll: true });

@@ -60,7 +60,7 @@ export const inboxView: View = async (main) => {
     h(
       'p',
       { class: 'lead' },
-      'Calls nobody knows the outcome of, calls a late outcome contradicted, and calls waiting for an approval. Updated every 5 seconds.',
+      'Calls nobody knows the outcome of, calls a late outcome contradicted, and calls waiting for an approval. Updated as they change.',
     ),
     h(
       'form',
@@ -144,8 +144,14 @@ export const inboxView: View = async (main) => {
   toolSelect.addEventListener('change', () => void load());
   ageSelect.addEventListener('change', () => void load());
   await load();
-  const timer = window.setInterval(() => void load().catch(() => undefined), 5_000);
-  return () => window.clearInterval(timer);
+  // Reloaded when the server says the counts changed, and every 30 s for the ages.
+  const reload = (): void => void load().catch(() => undefined);
+  window.addEventListener('oncely:inbox', reload);
+  const timer = window.setInterval(reload, 30_000);
+  return () => {
+    window.removeEventListener('oncely:inbox', reload);
+    window.clearInterval(timer);
+  };
 };
 
 // ---------------------------------------------------------------------------------------------

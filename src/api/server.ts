@@ -24,6 +24,7 @@ import { runRoutes } from './routes/runs.js';
 import { toolExecutionRoutes } from './routes/tool-executions.js';
 import { workerRoutes } from './routes/workers.js';
 import { consoleRoutes } from './routes/console.js';
+import { inboxEventRoutes } from './routes/inbox-events.js';
 
 export const DEFAULT_BODY_LIMIT = 256 * 1024;
 
@@ -96,6 +97,7 @@ export async function buildApiServer(options: ApiServerOptions): Promise<ApiApp>
     toolExecutionRoutes,
     runRoutes,
     runEventRoutes,
+    inboxEventRoutes,
     approvalRoutes,
     apiKeyRoutes,
     workerRoutes,

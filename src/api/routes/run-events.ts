@@ -79,7 +79,7 @@ export function runEventRoutes(app: ApiApp, ctx: ApiContext): void {
  * Counts a new stream against its key's limit and the server's, or refuses it with 429
  * `API_TOO_MANY_STREAMS`. Returns the release to call once, when the stream ends.
  */
-function admitStream(ctx: ApiContext, keyId: string): () => void {
+export function admitStream(ctx: ApiContext, keyId: string): () => void {
   const { perKey, total } = ctx.streamLimits;
   const held = ctx.streamsByKey.get(keyId) ?? 0;
   if (held >= perKey || ctx.streams.size >= total) {

@@ -23,8 +23,8 @@ export interface Endpoint {
   readonly route: string;
   readonly role: ApiKeyRole;
   /** `record`: about one of acme's records; `list`: acme's records; `create`: makes a new one. */
-  /** `self`: an answer about the key itself (its own tenant). */
-  readonly kind: 'record' | 'list' | 'create' | 'self';
+  /** `self`: an answer about the key itself (its own tenant); `feed`: a stream of its own tenant's. */
+  readonly kind: 'record' | 'list' | 'create' | 'self' | 'feed';
   /** An event stream: read its headers only. */
   readonly stream?: boolean;
   path(seeds: Seeds): string;
@@ -126,6 +126,14 @@ export const ENDPOINTS: readonly Endpoint[] = [
   { method: 'GET', route: '/v1/api-keys', role: 'admin', kind: 'list', path: () => '/v1/api-keys' },
   { method: 'GET', route: '/v1/workers', role: 'viewer', kind: 'list', path: () => '/v1/workers' },
   { method: 'GET', route: '/v1/me', role: 'viewer', kind: 'self', path: () => '/v1/me' },
+  {
+    method: 'GET',
+    route: '/v1/inbox/events',
+    role: 'viewer',
+    kind: 'feed',
+    stream: true,
+    path: () => '/v1/inbox/events',
+  },
   {
     method: 'POST',
     route: '/v1/api-keys',
