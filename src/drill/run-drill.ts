@@ -793,6 +793,8 @@ class Operator {
     const response = await fetch(
       `${url ?? ''}/effects?${service.by}=${encodeURIComponent(call.idempotency_key)}`,
     );
+    // Books that cannot be read settle nothing: the operator tries again on its next round.
+    if (!response.ok) throw new Error(`the ${service.kind} service's books answered ${response.status}`);
     const found = ((await response.json()) as { data: { id: string }[] }).data;
     return found[0];
   }
