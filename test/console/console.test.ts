@@ -1,4 +1,5 @@
 import { existsSync, mkdirSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { chromium, type Browser, type Page } from 'playwright-core';
@@ -12,6 +13,7 @@ import { OncelyProcess, ROOT, createKeyWithCli, servingAddress, waitFor } from '
  */
 
 const CHROMIUM = '/usr/bin/chromium';
+const AXE = createRequire(import.meta.url).resolve('axe-core/axe.min.js');
 const hasChromium = existsSync(CHROMIUM);
 if (!hasChromium) {
   if (process.env.ONCELY_REQUIRE_BROWSER === '1') {
@@ -332,6 +334,46 @@ describe.skipIf(!hasChromium)('the operator console in Chromium', () => {
       if (kind === 'sqlite') await ana.shot('workers');
       expect(ana.errors).toEqual([]);
       await ana.page.context().close();
+    });
+
+    it.runIf(kind === 'sqlite')("every page passes axe-core's WCAG 2 A and AA checks", async () => {
+      const runId = await startRun(s, 'payer');
+      const key = await unknownCallOf(s, runId);
+      // axe is injected as a script, which the console's policy would refuse: a context of its own
+      // that bypasses the policy, for this check only.
+      const context = await browser.newContext({ bypassCSP: true, viewport: { width: 1280, height: 900 } });
+      const page = await context.newPage();
+      await page.goto(`${s.base}/console`);
+      await page.getByLabel('API key').fill(s.keys.ana);
+      await page.getByRole('button', { name: 'Sign in' }).click();
+      const pages: [string, () => Promise<void>][] = [
+        ['inbox', () => page.getByRole('heading', { name: /^Unknown calls/ }).waitFor()],
+        [`calls/${encodeURIComponent(key)}`, () => page.getByRole('button', { name: 'Settle' }).waitFor()],
+        [`runs/${runId}`, () => page.getByRole('heading', { name: 'Events (live)' }).waitFor()],
+        ['runs', () => page.getByRole('link', { name: runId }).waitFor()],
+        ['workers', () => page.getByRole('cell', { name: 'live' }).first().waitFor()],
+      ];
+      const found: string[] = [];
+      for (const [hash, ready] of pages) {
+        await page.goto(`${s.base}/console#/${hash}`);
+        await ready();
+        await page.addScriptTag({ path: AXE });
+        const { violations, passed } = await page.evaluate(async () => {
+          type Rule = { id: string; nodes: unknown[] };
+          type Axe = { run(o: unknown): Promise<{ violations: Rule[]; passes: Rule[] }> };
+          const axe = (window as unknown as { axe: Axe }).axe;
+          const result = await axe.run({ runOnly: ['wcag2a', 'wcag2aa'] });
+          return {
+            violations: result.violations.map((v) => `${v.id} (${v.nodes.length})`),
+            passed: result.passes.length,
+          };
+        });
+        // axe ran and checked something (a check that found nothing to look at proves nothing).
+        expect(passed, hash).toBeGreaterThan(5);
+        found.push(...violations.map((v) => `${hash.split('/')[0]}: ${v}`));
+      }
+      expect(found).toEqual([]);
+      await context.close();
     });
 
     it("another tenant's call answers not found, and a phone-sized screen still shows the inbox", async () => {
