@@ -361,7 +361,7 @@ describe.skipIf(!hasChromium)('the operator console in Chromium', () => {
         const { violations, passed } = await page.evaluate(async () => {
           type Rule = { id: string; nodes: unknown[] };
           type Axe = { run(o: unknown): Promise<{ violations: Rule[]; passes: Rule[] }> };
-          const axe = (window as unknown as { axe: Axe }).axe;
+          const axe = (globalThis as unknown as { axe: Axe }).axe;
           const result = await axe.run({ runOnly: ['wcag2a', 'wcag2aa'] });
           return {
             violations: result.violations.map((v) => `${v.id} (${v.nodes.length})`),

@@ -164,19 +164,27 @@ function modelAppend(
 /**
  * An observation about `attempt` that lost its compare-and-set contradicts the record (DESIGN §4):
  * an effect that landed on a call settled failed or on a key re-opened since; a call found not taken
- * that is recorded as taken, at the same attempt.
+ * that is recorded as taken, at the same attempt; an attempt that ended not knowing after its call
+ * was settled failed or re-opened without keys.
  */
 function lossOf(
   km: KeyModel,
   to: Outcome | Settlement,
   attempt: number,
   keyed: boolean,
+  via: 'outcome' | 'reconcile',
 ): 'conflict' | 'ignored' {
   if (to === 'completed' && km.status === 'failed') return 'conflict';
   // Two attempts of one key are one effect on a downstream that honours the key, two on one that does not.
   if (to === 'completed' && attempt < km.attempt && !keyed) return 'conflict';
   if (to === 'failed' && attempt === km.attempt && (km.status === 'completed' || km.status === 'compensated'))
     return 'conflict';
+  // An attempt's own "not knowing", after its call was settled failed or re-opened without keys: it
+  // outlived the deadline the others waited for, and may have landed.
+  if (to === 'indeterminate' && via === 'outcome') {
+    if (km.status === 'failed') return 'conflict';
+    if (attempt < km.attempt && !keyed) return 'conflict';
+  }
   return 'ignored';
 }
 
@@ -387,9 +395,11 @@ async function sendOutcome(
     const written = await r.store.ledger.transition(request);
     expect(written.applied).toBe(applies);
     if (applies) modelMove(km, to, 'outcome', actor, value);
-    else modelAppend(km, lossOf(km, to, view.attempt, false), to, 'outcome', actor, view.attempt);
+    else modelAppend(km, lossOf(km, to, view.attempt, false, 'outcome'), to, 'outcome', actor, view.attempt);
     expect(!written.applied && written.conflict === true).toBe(
-      !applies && lossOf(km, to, view.attempt, false) === 'conflict' && km.events.at(-1)?.kind === 'conflict',
+      !applies &&
+        lossOf(km, to, view.attempt, false, 'outcome') === 'conflict' &&
+        km.events.at(-1)?.kind === 'conflict',
     );
     if (applies && to === 'indeterminate' && written.record !== undefined) {
       heldViews(m, view.owner, call).push(viewOf(view.owner, written.record));
@@ -499,7 +509,7 @@ class ReconcileCommand implements LedgerCommand {
       const answered = this.answer;
       modelAppend(
         km,
-        lossOf(km, answered, seen.attempt, MODEL_TOOL.downstreamAcceptsKey),
+        lossOf(km, answered, seen.attempt, MODEL_TOOL.downstreamAcceptsKey, 'reconcile'),
         answered,
         'reconcile',
         RECONCILE_ACTOR,
