@@ -215,7 +215,7 @@ export function proceedCall(
     `execute_tool ${tool.name}`,
     {
       ...(options.traceContext === undefined ? {} : { parent: options.traceContext }),
-      attributes: {
+      attributes: () => ({
         'gen_ai.operation.name': 'execute_tool',
         'gen_ai.tool.name': tool.name,
         'gen_ai.tool.call.id': request.toolCallId,
@@ -224,11 +224,11 @@ export function proceedCall(
         'oncely.run.id': request.runId,
         'oncely.tenant.id': request.tenantId,
         ...(reservation === undefined ? {} : { 'oncely.reservation': reservation.kind }),
-      },
+      }),
     },
     async (span) => {
       const progress = await proceed(ledger, call, reservation, options);
-      span.setAttributes(progressAttributes(progress));
+      if (span.isRecording()) span.setAttributes(progressAttributes(progress));
       return progress;
     },
   );

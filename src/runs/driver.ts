@@ -179,20 +179,20 @@ export class RunDriver {
       'oncely.run.drive',
       {
         parent,
-        attributes: {
+        attributes: () => ({
           'oncely.run.id': this.run.runId,
           'oncely.tenant.id': this.run.tenantId,
           'oncely.agent': this.agent.name,
           'oncely.lease.epoch': this.lease.epoch,
           'oncely.worker': this.owner,
           'oncely.run.step': this.#checkpoint.step,
-        },
+        }),
       },
       async (span) => {
         this.#traceContext = contextOf(span, parent);
         try {
           const end = await this.#driveRounds();
-          span.setAttributes(driveEndAttributes(end));
+          if (span.isRecording()) span.setAttributes(driveEndAttributes(end));
           if (end.kind === 'ended' && end.status === 'failed') {
             span.setStatus({
               code: SpanStatusCode.ERROR,
@@ -467,13 +467,13 @@ export class RunDriver {
       {
         kind: SpanKind.CLIENT,
         parent: this.#traceContext,
-        attributes: {
+        attributes: () => ({
           'gen_ai.operation.name': 'chat',
           'gen_ai.provider.name': model.provider,
           'gen_ai.request.model': model.modelId,
           'oncely.run.id': this.run.runId,
           'oncely.run.step': step,
-        },
+        }),
       },
       async (span) => {
         const turn = await callModel({
@@ -485,15 +485,17 @@ export class RunDriver {
           timeoutMs: this.agent.modelTimeoutMs,
           prompt: this.#prompt,
         });
-        span.setAttributes(
-          definedAttributes({
-            'gen_ai.response.model': turn.modelId,
-            'gen_ai.usage.input_tokens': turn.usage?.inputTokens,
-            'gen_ai.usage.output_tokens': turn.usage?.outputTokens,
+        if (span.isRecording()) {
+          span.setAttributes({
+            ...definedAttributes({
+              'gen_ai.response.model': turn.modelId,
+              'gen_ai.usage.input_tokens': turn.usage?.inputTokens,
+              'gen_ai.usage.output_tokens': turn.usage?.outputTokens,
+            }),
+            'gen_ai.response.finish_reasons': [turn.finishReason],
             'oncely.model.tool_calls': turn.toolCalls.length,
-          }),
-        );
-        span.setAttribute('gen_ai.response.finish_reasons', [turn.finishReason]);
+          });
+        }
         return turn;
       },
     );

@@ -9,6 +9,7 @@ import {
   type Attributes,
   type Context,
   type Span,
+  type Tracer,
 } from '@opentelemetry/api';
 import { packageVersion } from '../util/package-version.js';
 
@@ -23,9 +24,12 @@ import { packageVersion } from '../util/package-version.js';
 
 const TRACER_NAME = 'oncely';
 
-/** The tracer, looked up on each use so an SDK registered after import is used. */
-function tracer() {
-  return trace.getTracer(TRACER_NAME, packageVersion());
+let cached: Tracer | undefined;
+
+/** The tracer: a proxy of the global provider's, so an SDK registered after import is used. */
+function tracer(): Tracer {
+  cached ??= trace.getTracer(TRACER_NAME, packageVersion());
+  return cached;
 }
 
 /** The context whose (remote, sampled) parent every span of the run hangs from. */
@@ -50,7 +54,8 @@ export function runTraceId(tenantId: string, runId: string): string {
 
 export interface SpanOptions {
   readonly kind?: SpanKind;
-  readonly attributes?: Attributes;
+  /** Made only when the span records (an SDK is registered and samples it): spans are on hot paths. */
+  readonly attributes?: () => Attributes;
   /** The parent context; the active one when not given. */
   readonly parent?: Context;
 }
@@ -66,14 +71,8 @@ export async function inSpan<T>(
   work: (span: Span) => Promise<T>,
 ): Promise<T> {
   const parent = options.parent ?? otelContext.active();
-  const span = tracer().startSpan(
-    name,
-    {
-      kind: options.kind ?? SpanKind.INTERNAL,
-      ...(options.attributes ? { attributes: options.attributes } : {}),
-    },
-    parent,
-  );
+  const span = tracer().startSpan(name, { kind: options.kind ?? SpanKind.INTERNAL }, parent);
+  if (options.attributes !== undefined && span.isRecording()) span.setAttributes(options.attributes());
   try {
     return await otelContext.with(trace.setSpan(parent, span), () => work(span));
   } catch (error) {

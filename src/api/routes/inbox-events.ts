@@ -1,10 +1,10 @@
-import { Readable } from 'node:stream';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { z } from 'zod/v4';
 import { listUnknownCalls } from '../../calls/index.js';
 import { principal } from '../auth/authenticate.js';
 import { BEARER, type ApiApp, type ApiContext } from '../context.js';
+import { REVOKED_EVENT, keyRevoked, openStream } from '../event-stream.js';
 import { authErrors, errorEnvelopeSchema } from '../schemas/common.js';
-import { admitStream } from './run-events.js';
 
 /** Counted up to this many per list; past it the count says `capped`. */
 const CAP = 500;
@@ -41,23 +41,11 @@ const schema = {
 export function inboxEventRoutes(app: ApiApp, ctx: ApiContext): void {
   app.get('/v1/inbox/events', { config: { role: 'viewer' }, schema }, async (request, reply) => {
     const key = principal(request);
-    const release = admitStream(ctx, key.keyId);
-    const stop = new AbortController();
-    ctx.streams.add(stop);
-    reply.raw.on('close', () => {
-      stop.abort();
-      ctx.streams.delete(stop);
-      release();
-    });
-    const lines = inboxLines(ctx, { tenantId: key.tenantId, keyId: key.keyId }, stop.signal);
+    const stream = openStream(ctx, reply, key.keyId);
     // The first counts before the stream starts: a database that cannot answer is an error, not a stream.
-    await inboxCounts(ctx, key.tenantId);
-    return reply
-      .header('content-type', 'text/event-stream; charset=utf-8')
-      .header('cache-control', 'no-cache')
-      .header('x-accel-buffering', 'no')
-      .header('connection', 'close')
-      .send(Readable.from(lines) as unknown as string);
+    const first = await inboxCounts(ctx, key.tenantId);
+    const lines = inboxLines(ctx, { tenantId: key.tenantId, keyId: key.keyId }, first, stream.signal);
+    return stream.send(lines) as unknown as string;
   });
 }
 
@@ -76,37 +64,28 @@ export async function inboxCounts(ctx: ApiContext, tenantId: string): Promise<In
 async function* inboxLines(
   ctx: ApiContext,
   key: { tenantId: string; keyId: string },
+  first: InboxCounts,
   signal: AbortSignal,
 ): AsyncGenerator<string> {
   yield `retry: 2000\n: inbox of ${key.tenantId}\n\n`;
   let last = '';
   let lastWrite = Date.now();
-  while (!signal.aborted) {
-    // As on a run's stream: a key revoked anywhere ends its streams everywhere.
-    const live = await ctx.store.apiKeys.get(key.tenantId, key.keyId);
-    if (live === undefined || live.revokedAt !== null) {
-      yield `event: stream.closed\ndata: ${JSON.stringify({ reason: 'the API key was revoked' })}\n\n`;
-      return;
-    }
-    const counts = JSON.stringify(await inboxCounts(ctx, key.tenantId));
-    if (counts !== last) {
-      last = counts;
-      yield `event: inbox\ndata: ${counts}\n\n`;
+  for (let counts = first; !signal.aborted; counts = await inboxCounts(ctx, key.tenantId)) {
+    const data = JSON.stringify(counts);
+    if (data !== last) {
+      last = data;
+      yield `event: inbox\ndata: ${data}\n\n`;
       lastWrite = Date.now();
     } else if (Date.now() - lastWrite >= ctx.events.heartbeatMs) {
       yield ': keep-alive\n\n';
       lastWrite = Date.now();
     }
-    await new Promise<void>((resolve) => {
-      const timer = setTimeout(resolve, EVERY_MS);
-      signal.addEventListener(
-        'abort',
-        () => {
-          clearTimeout(timer);
-          resolve();
-        },
-        { once: true },
-      );
-    });
+    await sleep(EVERY_MS, undefined, { signal }).catch(() => undefined);
+    // As on a run's stream: a key revoked anywhere ends its streams everywhere.
+    if (signal.aborted) return;
+    if (await keyRevoked(ctx.store, key)) {
+      yield REVOKED_EVENT;
+      return;
+    }
   }
 }

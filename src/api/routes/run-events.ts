@@ -1,10 +1,9 @@
-import { Readable } from 'node:stream';
 import { z } from 'zod/v4';
-import { OncelyError } from '../../errors/index.js';
 import { isFinalRunStatus } from '../../run-state/index.js';
 import type { Store } from '../../store/index.js';
 import { principal } from '../auth/authenticate.js';
 import { BEARER, type ApiApp, type ApiContext } from '../context.js';
+import { REVOKED_EVENT, keyRevoked, openStream } from '../event-stream.js';
 import { toRunEvent } from '../present.js';
 import type { RunEar } from '../run-event-bell.js';
 import { authErrors, errorEnvelopeSchema, runIdSchema } from '../schemas/common.js';
@@ -49,56 +48,13 @@ export function runEventRoutes(app: ApiApp, ctx: ApiContext): void {
     await ctx.runtime.getRunSummary(tenantId, runId); // 404 before the stream starts
     const header = request.headers['last-event-id'];
     const after = request.query.after ?? (header === undefined ? 0 : Number(header));
-    const release = admitStream(ctx, key.keyId);
-    const stop = new AbortController();
-    ctx.streams.add(stop);
-    reply.raw.on('close', () => {
-      stop.abort();
-      ctx.streams.delete(stop);
-      release();
-    });
+    const stream = openStream(ctx, reply, key.keyId);
     const live = { tenantId, keyId: key.keyId };
     const ear = ctx.bell.open(tenantId, runId);
     reply.raw.on('close', () => ear.close());
-    const lines = eventLines(ctx.store, { tenantId, runId, after }, ctx.events, stop.signal, live, ear);
-    return (
-      reply
-        .header('content-type', 'text/event-stream; charset=utf-8')
-        .header('cache-control', 'no-cache')
-        .header('x-accel-buffering', 'no')
-        // One stream per connection: when it ends, so does the connection, so a closing server
-        // is not kept waiting for a keep-alive timeout.
-        .header('connection', 'close')
-        // A stream is piped as it is, never serialized; the schema types only the JSON answers.
-        .send(Readable.from(lines) as unknown as string)
-    );
+    const lines = eventLines(ctx.store, { tenantId, runId, after }, ctx.events, stream.signal, live, ear);
+    return stream.send(lines) as unknown as string;
   });
-}
-
-/**
- * Counts a new stream against its key's limit and the server's, or refuses it with 429
- * `API_TOO_MANY_STREAMS`. Returns the release to call once, when the stream ends.
- */
-export function admitStream(ctx: ApiContext, keyId: string): () => void {
-  const { perKey, total } = ctx.streamLimits;
-  const held = ctx.streamsByKey.get(keyId) ?? 0;
-  if (held >= perKey || ctx.streams.size >= total) {
-    const which =
-      held >= perKey ? `this key holds ${held}, its most` : `this server holds ${ctx.streams.size}, its most`;
-    throw new OncelyError(
-      'API_TOO_MANY_STREAMS',
-      `too many open event streams (${which}); close one, or follow fewer runs at once`,
-    );
-  }
-  ctx.streamsByKey.set(keyId, held + 1);
-  let released = false;
-  return () => {
-    if (released) return;
-    released = true;
-    const left = (ctx.streamsByKey.get(keyId) ?? 1) - 1;
-    if (left <= 0) ctx.streamsByKey.delete(keyId);
-    else ctx.streamsByKey.set(keyId, left);
-  };
 }
 
 /**
@@ -122,9 +78,8 @@ async function* eventLines(
     // API process ends its streams on every process.
     if (Date.now() - keyCheckedAt >= Math.min(1_000, timing.pollMs)) {
       keyCheckedAt = Date.now();
-      const live = await store.apiKeys.get(key.tenantId, key.keyId);
-      if (live === undefined || live.revokedAt !== null) {
-        yield `event: stream.closed\ndata: ${JSON.stringify({ reason: 'the API key was revoked' })}\n\n`;
+      if (await keyRevoked(store, key)) {
+        yield REVOKED_EVENT;
         return;
       }
     }
