@@ -84,10 +84,11 @@ describe.each(STORE_KINDS)('two worker processes driving one run on %s', (kind) 
       (e) => e.type === 'run.status' && (e.data as { cause?: string }).cause === 'waiting',
     );
     expect(waited.length).toBeGreaterThanOrEqual(1);
-    // A, thawed: its request was aborted (lease lost) or deduplicated by the key; either way its
-    // outcome is recorded as ignored (the same key on a keyed downstream: no conflict).
+    // A, thawed: its request was aborted (lease lost), deduplicated by the key, or never sent (frozen
+    // before its attempt began, it finds its lease gone and sends nothing: not attempted, `failed`);
+    // whichever, its outcome is recorded as ignored (the same key on a keyed downstream: no conflict).
     expect(moves.slice(4)).toHaveLength(1);
-    expect(moves[4]).toMatch(/^ignored:outcome:completed->(indeterminate|completed)$/);
+    expect(moves[4]).toMatch(/^ignored:outcome:completed->(indeterminate|completed|failed)$/);
     expect(history.at(-1)?.actor.id).toBe(history[0]?.actor.id); // A's own, ignored
     const final = await h.opened.store.runs.get(TENANT, run.runId);
     expect(final).toMatchObject({ status: 'completed', leaseEpoch: 3, result: { text: 'Credited.' } });
