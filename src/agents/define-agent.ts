@@ -15,8 +15,13 @@ export interface AgentDefinition {
   readonly model: OncelyLanguageModel;
   readonly tools: readonly Tool[];
   readonly toolPolicy?: { readonly onIndeterminate?: OnIndeterminate };
-  /** Model calls per run before it fails with `RUN_MAX_STEPS`; default 20. */
+  /** Model calls per turn of a run before it fails with `RUN_MAX_STEPS`; default 20. */
   readonly maxSteps?: number;
+  /**
+   * Tokens a run of this agent may spend in all its turns before it ends with `RUN_BUDGET_EXCEEDED`
+   * (checked before each model call); a run started with its own budget uses that. Default: no limit.
+   */
+  readonly tokenBudget?: number;
   /** How long one model call may take, its retries included, before it counts as an outage; default 120000. */
   readonly modelTimeoutMs?: number;
   /**
@@ -33,6 +38,7 @@ export interface Agent {
   readonly tools: readonly Tool[];
   readonly toolPolicy: { readonly onIndeterminate: OnIndeterminate };
   readonly maxSteps: number;
+  readonly tokenBudget: number | null;
   readonly modelTimeoutMs: number;
   readonly modelOutageRetries: number;
 }
@@ -51,6 +57,7 @@ const agentSchema = z.object({
   tools: z.array(z.custom<Tool>(isTool, 'must be a tool made by defineTool')),
   toolPolicy: z.object({ onIndeterminate: z.enum(ON_INDETERMINATE).optional() }).optional(),
   maxSteps: z.number().int().min(1).max(1000).optional(),
+  tokenBudget: z.number().int().min(1).max(Number.MAX_SAFE_INTEGER).optional(),
   modelTimeoutMs: z.number().int().min(1).max(3_600_000).optional(),
   modelOutageRetries: z.number().int().min(0).max(1000).optional(),
 });
@@ -83,6 +90,7 @@ export function defineAgent(definition: AgentDefinition): Agent {
     tools: Object.freeze([...definition.tools]),
     toolPolicy: Object.freeze({ onIndeterminate: definition.toolPolicy?.onIndeterminate ?? 'fail' }),
     maxSteps: definition.maxSteps ?? DEFAULT_MAX_STEPS,
+    tokenBudget: definition.tokenBudget ?? null,
     modelTimeoutMs: definition.modelTimeoutMs ?? DEFAULT_MODEL_TIMEOUT_MS,
     modelOutageRetries: definition.modelOutageRetries ?? DEFAULT_MODEL_OUTAGE_RETRIES,
   });

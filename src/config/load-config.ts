@@ -268,6 +268,7 @@ function buildAgents(
           tools: (agent.tools ?? []).map((name) => tools.get(name) as Tool),
           ...(onIndeterminate === undefined ? {} : { toolPolicy: { onIndeterminate } }),
           ...(agent.max_steps === undefined ? {} : { maxSteps: agent.max_steps }),
+          ...(agent.token_budget === undefined ? {} : { tokenBudget: agent.token_budget }),
           ...modelTimeout(agent.model_timeout_ms, doc.models?.[agent.model]),
           ...(agent.model_outage_retries === undefined
             ? {}

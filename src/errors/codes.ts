@@ -65,6 +65,9 @@ export const ERROR_CODES = [
   'API_RESPONSE_INVALID',
   'LOOP_DIVERGED',
   'LOOP_CALL_NOT_MINTED',
+  'RUN_NOT_AWAITING_MESSAGE',
+  'RUN_MESSAGE_CONFLICT',
+  'RUN_BUDGET_EXCEEDED',
 ] as const;
 
 export type ErrorCode = (typeof ERROR_CODES)[number];

@@ -18,4 +18,7 @@ export type {
   RunSummary,
   RunEvent,
   ApprovalRecord,
+  RunUsage,
+  RunTurn,
 } from './records.js';
+export { ZERO_USAGE, addUsage } from './usage.js';

@@ -65,6 +65,43 @@ export interface RunRecord {
   readonly modelOutages: number;
   /** What the last failed drive or model outage said (the run goes on; `error` is for a failed run). */
   readonly lastError: ErrorInfo | null;
+  /** The turn under way or last answered: 1 is the run's input, each message sent to it adds one. */
+  readonly turn: number;
+  /** The step counter when this turn began (`max_steps` counts the model calls of a turn). */
+  readonly turnStep: number;
+  /** What the model responses the run kept cost, summed. */
+  readonly usage: RunUsage;
+  /** The prompt tokens of the run's last model call: the next call's prompt is at least as long. */
+  readonly lastInputTokens: number;
+  /** Tokens the run may spend in all (every turn), or null for no limit. */
+  readonly tokenBudget: number | null;
+}
+
+/** Tokens of a run's model calls, summed over the responses it kept. */
+export interface RunUsage {
+  readonly inputTokens: number;
+  readonly outputTokens: number;
+  /** Output tokens spent reasoning (part of outputTokens). */
+  readonly reasoningTokens: number;
+  /** Input tokens read from the provider's cache (part of inputTokens). */
+  readonly cachedInputTokens: number;
+  /** As the provider counted them (input and output where it did not say). */
+  readonly totalTokens: number;
+}
+
+/** A later turn of a run: a user message sent to it once it had answered. */
+export interface RunTurn {
+  readonly tenantId: string;
+  readonly runId: string;
+  readonly turn: number;
+  /** The sender's id for the message: sending it again is the same turn. */
+  readonly clientMessageId: string;
+  /** Where the message is in the run's conversation (0-based). */
+  readonly messageIndex: number;
+  /** The digest of the message's canonical JSON: the same id with another message is refused. */
+  readonly messageDigest: string;
+  readonly actorId: string | null;
+  readonly createdAt: string;
 }
 
 /**

@@ -10,7 +10,13 @@ import {
   type ModelUsage,
 } from '../models/index.js';
 import type { ErrorInfo } from '../ledger/index.js';
-import type { Checkpoint, CheckpointStatus, RunRecord } from '../run-state/index.js';
+import {
+  addUsage,
+  type Checkpoint,
+  type CheckpointStatus,
+  type RunRecord,
+  type RunUsage,
+} from '../run-state/index.js';
 import type { RunEventInput, SaveCheckpointRequest, StoreTx } from '../store/index.js';
 import type { Tool } from '../tools/index.js';
 import { Lease } from './lease.js';
@@ -125,7 +131,11 @@ export class RunDriver {
    * reserves its calls (`saveResponse`), or with whatever checkpoint comes next, so a step costs two
    * commits. Nothing of it is reserved before it is durable.
    */
-  #unsaved: { readonly events: readonly RunEventInput[] } | undefined;
+  #unsaved: { readonly events: readonly RunEventInput[]; readonly usage: RunUsage } | undefined;
+  /** The run's usage as saved (each save of a response adds its own). */
+  #usage: RunUsage;
+  /** The prompt tokens of the last model call saved: the next call's prompt is at least as long. */
+  #lastInputTokens: number;
   /** Model outages in a row as this drive knows them: the claim's count, 0 once the model answers. */
   #modelOutages: number;
   /** The conversation as converted for the model: each step converts only what it added. */
@@ -146,6 +156,8 @@ export class RunDriver {
     this.#version = run.checkpointVersion;
     this.#storedMessages = run.checkpoint.messages.length;
     this.#modelOutages = run.modelOutages;
+    this.#usage = run.usage;
+    this.#lastInputTokens = run.lastInputTokens;
     this.lease = new Lease({
       runs: options.ledger.store.runs,
       tenantId: run.tenantId,
@@ -312,7 +324,12 @@ export class RunDriver {
     const merged: SaveExtras =
       unsaved === undefined
         ? extras
-        : { ...extras, events: [...unsaved.events, ...(extras.events ?? [])], modelAnswered: true };
+        : {
+            ...extras,
+            events: [...unsaved.events, ...(extras.events ?? [])],
+            modelAnswered: true,
+            usage: unsaved.usage,
+          };
     return {
       fence: {
         tenantId: this.run.tenantId,
@@ -344,6 +361,10 @@ export class RunDriver {
     this.#fresh = false;
     this.#unsaved = undefined;
     if (request.modelAnswered === true) this.#modelOutages = 0;
+    if (request.usage !== undefined) {
+      this.#usage = addUsage(this.#usage, request.usage);
+      this.#lastInputTokens = request.usage.inputTokens;
+    }
     return true;
   }
 
@@ -502,18 +523,45 @@ export class RunDriver {
   }
 
   /**
+   * Why the next model call may not be made: the run's tokens and the least that call adds (its
+   * prompt is at least as long as the last one's: a conversation only grows) reach its budget.
+   */
+  #overBudget(): OncelyError | undefined {
+    const budget = this.run.tokenBudget;
+    if (budget === null) return undefined;
+    const used = this.#usage.totalTokens;
+    const next = this.#lastInputTokens;
+    if (used + next < budget) return undefined;
+    return new OncelyError(
+      'RUN_BUDGET_EXCEEDED',
+      `run ${this.run.runId} has spent ${used} of its ${budget} tokens, and its next model call would ` +
+        `send at least ${next} more (the last call's prompt), passing the budget; the call was not made`,
+      { details: { runId: this.run.runId, budget, used, nextAtLeast: next } },
+    );
+  }
+
+  /**
    * One model call, with minted call ids; it is made durable in the transaction that reserves its
    * calls, so never after any of them is reserved.
    */
   private async modelStep(): Promise<DriveEnd | undefined> {
     const checkpoint = this.#checkpoint;
-    if (checkpoint.step >= this.agent.maxSteps) {
+    const turnSteps = checkpoint.step - this.run.turnStep;
+    if (turnSteps >= this.agent.maxSteps) {
       const error = new OncelyError(
         'RUN_MAX_STEPS',
-        `agent "${this.agent.name}" made ${checkpoint.step} model calls without a final answer, its max_steps; ` +
+        `agent "${this.agent.name}" made ${turnSteps} model calls without a final answer` +
+          `${this.run.turn > 1 ? ` in turn ${this.run.turn}` : ''}, its max_steps; ` +
           'raise max_steps or change its instructions',
       );
       return this.end(undefined, checkpoint, 'failed', { error: error.toJSON(), reason: error.message });
+    }
+    const overBudget = this.#overBudget();
+    if (overBudget !== undefined) {
+      return this.end(undefined, checkpoint, 'failed', {
+        error: overBudget.toJSON(),
+        reason: overBudget.message,
+      });
     }
     await crashPoint('model.before-call');
     let turn: ModelTurn;
@@ -528,6 +576,7 @@ export class RunDriver {
     await crashPoint('model.after-call');
     this.tellModelResponse(turn);
     const { message, calls } = recordTurn(turn);
+    const usage = responseUsage(turn.usage);
     const step = checkpoint.step + 1;
     const messages = [...checkpoint.messages, message];
     const response = {
@@ -545,11 +594,12 @@ export class RunDriver {
         result: { text: turn.text },
         events: [response],
         modelAnswered: true,
+        usage,
       });
     }
     // Saved with the reservation of its calls (or the next checkpoint), not on its own.
     this.#checkpoint = { messages, step, pending: { calls } };
-    this.#unsaved = { events: [response] };
+    this.#unsaved = { events: [response], usage };
     this.#fresh = true;
     return undefined;
   }
@@ -574,4 +624,17 @@ function driveEndAttributes(end: DriveEnd): Attributes {
 
 function statusEvent(status: CheckpointStatus, extras: SaveExtras): RunEventInput {
   return { type: 'run.status', data: { status, reason: extras.reason ?? null } };
+}
+
+/** A response's usage as the run counts it (what the provider did not report counts 0). */
+function responseUsage(usage: ModelTurn['usage']): RunUsage {
+  const inputTokens = usage?.inputTokens ?? 0;
+  const outputTokens = usage?.outputTokens ?? 0;
+  return {
+    inputTokens,
+    outputTokens,
+    reasoningTokens: usage?.reasoningTokens ?? 0,
+    cachedInputTokens: usage?.cachedInputTokens ?? 0,
+    totalTokens: usage?.totalTokens ?? inputTokens + outputTokens,
+  };
 }

@@ -16,6 +16,7 @@ import {
 import { OncelyError, errorInfo, isOncelyError } from '../errors/index.js';
 import {
   assertTenantId,
+  argsDigest,
   canonicalJson,
   isValidId,
   type ErrorInfo,
@@ -24,8 +25,15 @@ import {
   type JsonValue,
   type ToolExecutionRecord,
 } from '../ledger/index.js';
-import type { ApprovalRecord, RunRecord, RunSummary } from '../run-state/index.js';
-import { openStore, type CreateRunRequest, type Store, type WaitingCursor } from '../store/index.js';
+import type { ApprovalRecord, RunRecord, RunSummary, RunTurn } from '../run-state/index.js';
+import {
+  openStore,
+  type CreateRunRequest,
+  type Store,
+  type TenantUsage,
+  type UsageFilter,
+  type WaitingCursor,
+} from '../store/index.js';
 import type { Tool } from '../tools/index.js';
 import { decideApproval, type ApprovalDecision } from './decisions.js';
 import {
@@ -37,6 +45,7 @@ import {
   type ModelResponseInfo,
 } from './driver.js';
 import { initialMessages } from './messages.js';
+import { uiMessages, userMessage, type UiMessage, type UserContent } from './conversation.js';
 import { resumeIfReady, sweepWaiting } from './resume.js';
 
 export const DEFAULT_LEASE_MS = 30_000;
@@ -87,6 +96,33 @@ export interface StartRunRequest {
   readonly input: unknown;
   /** A client-chosen id makes starting idempotent; default a fresh `run_…`. */
   readonly runId?: string;
+  /**
+   * Tokens the run may spend in all its turns (a positive integer), or null for no limit; default
+   * the agent's `tokenBudget`.
+   */
+  readonly tokenBudget?: number | null;
+}
+
+/** The next user message of a run that has answered. */
+export interface SendMessage {
+  readonly tenantId: string;
+  readonly runId: string;
+  /** Text, or parts: `text`, `json` (structured content), `image`, `file` (a URL or base64 data). */
+  readonly content: UserContent;
+  /**
+   * The sender's id for this message (1-128 of `A-Z a-z 0-9 _ . -`): sending it again, after a lost
+   * answer, is the same turn, never a second one. Default a fresh `msg_…` (then a resend is a new turn).
+   */
+  readonly clientMessageId?: string;
+  /** Who sent it (an API key's actor), kept on the turn. */
+  readonly actorId?: string;
+}
+
+/** What `send` did: the turn the message is (`sent` false: it had been sent before) and the run now. */
+export interface SentMessage {
+  readonly sent: boolean;
+  readonly turn: RunTurn;
+  readonly run: RunSummary;
 }
 
 /** A run `recover()` drove: how its drive ended, or the error it threw (its lease then expires). */
@@ -184,12 +220,14 @@ export class Runtime {
       );
     }
     const input = runInput(request.input);
+    const tokenBudget = runTokenBudget(request.tokenBudget, this.agentNamed(request.agent));
     const created = await this.store.runs.create({
       tenantId: request.tenantId,
       runId,
       agent: request.agent,
       input,
       checkpoint: { messages: initialMessages(input), step: 0, pending: null },
+      tokenBudget,
       ...(claim === undefined ? {} : { claim }),
     });
     const { run } = created;
@@ -211,6 +249,79 @@ export class Runtime {
     assertTenantId(tenantId);
     const run = isValidId(runId) ? await this.store.runs.get(tenantId, runId) : undefined;
     return run ?? runNotFound(runId);
+  }
+
+  /**
+   * Sends the next user message to a run that has answered (`completed`): it is appended to the
+   * conversation and the run is queued for its next turn, in one write; a worker, `drive()` or
+   * `recover()` drives the turn with the same durability, ordering and keys as the first. The same
+   * `clientMessageId` again is that turn (`sent: false`); with another message it is
+   * `RUN_MESSAGE_CONFLICT`. A run that has not answered (or failed, or was cancelled) refuses with
+   * `RUN_NOT_AWAITING_MESSAGE`.
+   *
+   * @example
+   * await runtime.send({ tenantId: 'acme', runId, content: 'And the other order?', clientMessageId: 'm-2' });
+   * const run = await runtime.drive('acme', runId);
+   */
+  async send(request: SendMessage): Promise<SentMessage> {
+    assertTenantId(request.tenantId);
+    if (!isValidId(request.runId)) runNotFound(request.runId);
+    const clientMessageId = request.clientMessageId ?? `msg_${randomBytes(8).toString('hex')}`;
+    if (!isValidId(clientMessageId)) {
+      throw new OncelyError(
+        'RUN_INPUT_INVALID',
+        `client message id ${JSON.stringify(clientMessageId)} is not valid; use 1-128 of A-Z a-z 0-9 _ . -`,
+      );
+    }
+    if (request.actorId !== undefined) assertActorId(request.actorId, 'a message');
+    const message = await userMessage(request.content);
+    const result = await this.store.runs.sendMessage({
+      tenantId: request.tenantId,
+      runId: request.runId,
+      clientMessageId,
+      message,
+      messageDigest: argsDigest(message),
+      actorId: request.actorId ?? null,
+      reason: 'a new message: the next turn',
+    });
+    if (result === undefined) runNotFound(request.runId);
+    switch (result.kind) {
+      case 'sent':
+      case 'replayed':
+        return { sent: result.kind === 'sent', turn: result.turn, run: result.run };
+      case 'mismatch':
+        throw new OncelyError(
+          'RUN_MESSAGE_CONFLICT',
+          `run ${request.runId} already took message ${clientMessageId} (turn ${result.turn.turn}) with other ` +
+            'content; a new message needs a new client message id, and nothing was appended',
+          { details: { runId: request.runId, clientMessageId, turn: result.turn.turn } },
+        );
+      case 'not_ready':
+        throw new OncelyError(
+          'RUN_NOT_AWAITING_MESSAGE',
+          `run ${request.runId} is ${result.run.status}; it takes a new message once it has answered ` +
+            `(completed)${result.run.status === 'failed' ? ' — retry it first' : ''}, and nothing was appended`,
+          { details: { runId: request.runId, status: result.run.status } },
+        );
+    }
+  }
+
+  /** A run's later turns: each message sent to it, with its client id and place in the conversation. */
+  async turns(tenantId: string, runId: string): Promise<RunTurn[]> {
+    await this.getRunSummary(tenantId, runId);
+    return this.store.runs.turns(tenantId, runId);
+  }
+
+  /** A run's conversation as AI SDK UI messages (what `useChat` renders). */
+  async uiMessages(tenantId: string, runId: string): Promise<UiMessage[]> {
+    const run = await this.getRun(tenantId, runId);
+    return uiMessages(run.runId, run.checkpoint.messages);
+  }
+
+  /** What a tenant's runs created in the window cost, in all and by agent. */
+  async usage(tenantId: string, filter: UsageFilter = {}): Promise<TenantUsage> {
+    assertTenantId(tenantId);
+    return this.store.runs.usage(tenantId, filter);
   }
 
   /** The run without its conversation: status, step, pending calls, lease; one row however long the run. */
@@ -542,6 +653,19 @@ function runInput(input: unknown): JsonValue {
     }
     throw error;
   }
+}
+
+/** A run's token budget: the request's (null: none), else the agent's. */
+function runTokenBudget(budget: number | null | undefined, agent: Agent): number | null {
+  if (budget === undefined) return agent.tokenBudget;
+  if (budget === null) return null;
+  if (!Number.isSafeInteger(budget) || budget < 1) {
+    throw new OncelyError(
+      'RUN_INPUT_INVALID',
+      `a token budget is a positive whole number of tokens, or null for none; got ${JSON.stringify(budget)}`,
+    );
+  }
+  return budget;
 }
 
 function runNotFound(runId: string): never {

@@ -36,6 +36,10 @@ export type {
   ApprovalListFilter,
   WaitingCursor,
   WaitingRun,
+  SendMessageRequest,
+  SendMessageResult,
+  UsageFilter,
+  TenantUsage,
 } from './run-store.js';
 export {
   API_KEY_ROLES,

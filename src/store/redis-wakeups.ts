@@ -316,6 +316,7 @@ const RUN_EVENT_WRITES: ReadonlySet<string> = new Set([
   'saveCheckpoint',
   'release',
   'retry',
+  'sendMessage',
   'requeue',
   'cancel',
   'appendEvent',
@@ -383,7 +384,11 @@ export function publishingWakeups(store: Store, redis: RedisWakeups): Store {
         const value: unknown = Reflect.get(target, property, receiver);
         if (typeof value !== 'function') return value;
         const kind: WakeKind | undefined =
-          property === 'create' || property === 'release' || property === 'requeue' || property === 'retry'
+          property === 'create' ||
+          property === 'release' ||
+          property === 'requeue' ||
+          property === 'retry' ||
+          property === 'sendMessage'
             ? 'queued'
             : property === 'decideApproval'
               ? 'settled'
@@ -392,7 +397,10 @@ export function publishingWakeups(store: Store, redis: RedisWakeups): Store {
         if (typeof property !== 'string' || !isWriteMethod('runs', property)) return bound;
         return async (...args: unknown[]) => {
           const result = await bound(...args);
-          const wrote = result !== undefined && result !== false;
+          const wrote =
+            result !== undefined &&
+            result !== false &&
+            (property !== 'sendMessage' || (result as { kind?: string }).kind === 'sent');
           if (wrote && kind !== undefined) publish(kind);
           const run = wrote && RUN_EVENT_WRITES.has(property) ? runOf(args, result) : undefined;
           if (run !== undefined) publishRun(run);

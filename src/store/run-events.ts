@@ -51,6 +51,16 @@ export const STORE_RUN_EVENTS = {
     type: 'run.status',
     data: { status: value('queued'), reason: param('reason'), actor: param('actor'), retry: value(true) },
   },
+  messaged: {
+    type: 'run.message',
+    data: {
+      turn: column('turn'),
+      clientMessageId: param('clientMessageId'),
+      messageIndex: column('message_count - 1'),
+      actor: param('actor'),
+    },
+  },
+  messageQueued: { type: 'run.status', data: { status: value('queued'), reason: param('reason') } },
   cancelled: {
     type: 'run.status',
     data: { status: value('cancelled'), reason: param('reason'), actor: param('actor') },

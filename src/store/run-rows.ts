@@ -1,4 +1,5 @@
 import type { ErrorInfo, JsonValue } from '../ledger/index.js';
+import { ZERO_USAGE, addUsage } from '../run-state/index.js';
 import type {
   ApprovalRecord,
   ApprovalStatus,
@@ -7,15 +8,24 @@ import type {
   RunRecord,
   RunStatus,
   RunSummary,
+  RunTurn,
+  RunUsage,
 } from '../run-state/index.js';
-import type { SaveCheckpointRequest, WaitingRun } from './run-store.js';
+import type {
+  SaveCheckpointRequest,
+  SendMessageRequest,
+  SendMessageResult,
+  TenantUsage,
+  WaitingRun,
+} from './run-store.js';
 
 type Time = string | Date;
 
 /** A run's columns, named (its conversation is in run_messages). */
 export const RUN_COLUMNS = `tenant_id, run_id, agent, status, input, step, pending, message_count, checkpoint_version,
   lease_owner, lease_epoch, lease_expires_at, result, error, status_reason, created_at, updated_at, drive_attempts,
-  model_outages, last_error`;
+  model_outages, last_error, turn, turn_step, input_tokens, output_tokens, reasoning_tokens, cached_input_tokens,
+  total_tokens, last_input_tokens, token_budget`;
 
 /** The messages a save appends: those past the ones the run holds already. */
 export function appendedMessages(request: SaveCheckpointRequest): readonly JsonValue[] {
@@ -50,6 +60,26 @@ export interface RunRow {
   drive_attempts: number | string;
   model_outages: number | string;
   last_error: unknown;
+  turn: number | string;
+  turn_step: number | string;
+  input_tokens: number | string;
+  output_tokens: number | string;
+  reasoning_tokens: number | string;
+  cached_input_tokens: number | string;
+  total_tokens: number | string;
+  last_input_tokens: number | string;
+  token_budget: number | string | null;
+}
+
+export interface RunTurnRow {
+  tenant_id: string;
+  run_id: string;
+  turn: number | string;
+  client_message_id: string;
+  message_idx: number | string;
+  message_digest: string;
+  actor_id: string | null;
+  created_at: Time;
 }
 
 export interface RunEventRow {
@@ -124,6 +154,30 @@ export function toRunSummary(row: RunRow): RunSummary {
     driveAttempts: Number(row.drive_attempts),
     modelOutages: Number(row.model_outages),
     lastError: json<ErrorInfo>(row.last_error),
+    turn: Number(row.turn),
+    turnStep: Number(row.turn_step),
+    usage: {
+      inputTokens: Number(row.input_tokens),
+      outputTokens: Number(row.output_tokens),
+      reasoningTokens: Number(row.reasoning_tokens),
+      cachedInputTokens: Number(row.cached_input_tokens),
+      totalTokens: Number(row.total_tokens),
+    },
+    lastInputTokens: Number(row.last_input_tokens),
+    tokenBudget: row.token_budget === null ? null : Number(row.token_budget),
+  };
+}
+
+export function toRunTurn(row: RunTurnRow): RunTurn {
+  return {
+    tenantId: row.tenant_id,
+    runId: row.run_id,
+    turn: Number(row.turn),
+    clientMessageId: row.client_message_id,
+    messageIndex: Number(row.message_idx),
+    messageDigest: row.message_digest,
+    actorId: row.actor_id,
+    createdAt: time(row.created_at),
   };
 }
 
@@ -177,4 +231,53 @@ export function toApproval(row: ApprovalRow): ApprovalRecord {
 /** A waiting or final status ends the driver's lease; `running` keeps it. */
 export function releasesLease(status: RunStatus): boolean {
   return status !== 'running';
+}
+
+/** A message id sent before: the same message is that turn again; another message is refused. */
+export function earlierTurn(request: SendMessageRequest, turn: RunTurn, run: RunSummary): SendMessageResult {
+  return { kind: turn.messageDigest === request.messageDigest ? 'replayed' : 'mismatch', turn, run };
+}
+
+/** A row of a tenant's usage by agent (sums are text where the driver reads bigint sums as numeric). */
+export interface UsageRow {
+  agent: string;
+  runs: number | string;
+  input_tokens: number | string | null;
+  output_tokens: number | string | null;
+  reasoning_tokens: number | string | null;
+  cached_input_tokens: number | string | null;
+  total_tokens: number | string | null;
+}
+
+/** A tenant's usage from its rows by agent. */
+export function tenantUsage(rows: readonly UsageRow[]): TenantUsage {
+  const byAgent = rows.map((row) => ({
+    agent: row.agent,
+    runs: Number(row.runs),
+    usage: {
+      inputTokens: Number(row.input_tokens ?? 0),
+      outputTokens: Number(row.output_tokens ?? 0),
+      reasoningTokens: Number(row.reasoning_tokens ?? 0),
+      cachedInputTokens: Number(row.cached_input_tokens ?? 0),
+      totalTokens: Number(row.total_tokens ?? 0),
+    },
+  }));
+  return {
+    runs: byAgent.reduce((n, a) => n + a.runs, 0),
+    usage: byAgent.reduce((sum, a) => addUsage(sum, a.usage), ZERO_USAGE),
+    byAgent,
+  };
+}
+
+/** SQLite SAVE's usage parameters: what the saved response adds (nothing when it keeps none). */
+export function usageParams(usage: RunUsage | undefined): Record<string, number> {
+  const u = usage ?? ZERO_USAGE;
+  return {
+    inputTokens: u.inputTokens,
+    outputTokens: u.outputTokens,
+    reasoningTokens: u.reasoningTokens,
+    cachedInputTokens: u.cachedInputTokens,
+    totalTokens: u.totalTokens,
+    counted: usage === undefined ? 0 : 1,
+  };
 }

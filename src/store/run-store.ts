@@ -7,6 +7,8 @@ import type {
   RunRecord,
   RunStatus,
   RunSummary,
+  RunTurn,
+  RunUsage,
 } from '../run-state/index.js';
 
 /** A waiting run as the sweep reads it: what it waits on (its pending calls), not its conversation. */
@@ -30,6 +32,8 @@ export interface CreateRunRequest {
    * as it stands, unclaimed.
    */
   readonly claim?: { readonly owner: string; readonly leaseMs: number };
+  /** Tokens the run may spend in all; null or absent for no limit. */
+  readonly tokenBudget?: number | null;
 }
 
 /** The driver's claim on a run: every write it makes compares both. */
@@ -68,6 +72,11 @@ export interface SaveCheckpointRequest {
   /** The model answered in this step: its run of outages ends. */
   readonly modelAnswered?: boolean;
   /**
+   * What the model response this save keeps cost: added to the run's usage in the same write (a
+   * response is saved once, so it counts once); its input tokens become the run's `lastInputTokens`.
+   */
+  readonly usage?: RunUsage;
+  /**
    * Renew the lease in the same write, as `renewLease` would (held by this owner and not expired, or
    * nothing is saved): a step's response saved with its reservations costs no statement of its own.
    */
@@ -89,6 +98,43 @@ export interface ReleaseRequest {
    * the process stopped and hands the run to another).
    */
   readonly cause: 'failed_drive' | 'model_outage' | 'waiting' | 'shutdown';
+}
+
+/** A user message sent to a run that has answered: the next turn. */
+export interface SendMessageRequest {
+  readonly tenantId: string;
+  readonly runId: string;
+  /** The sender's id for the message, unique within the run: sending it again is the same turn. */
+  readonly clientMessageId: string;
+  /** The user message (an AI SDK `ModelMessage` of role `user`), appended to the conversation. */
+  readonly message: JsonValue;
+  /** The digest of the message's canonical JSON. */
+  readonly messageDigest: string;
+  readonly actorId: string | null;
+  readonly reason: string;
+}
+
+/**
+ * What became of a message sent: `sent` (the run is queued for its new turn), `replayed` (this id was
+ * sent before with the same message: that turn), `mismatch` (this id was sent before with another
+ * message: refused), `not_ready` (the run is not waiting for a message: it has not answered, or it
+ * failed or was cancelled). Undefined when the run does not exist.
+ */
+export type SendMessageResult =
+  | { readonly kind: 'sent' | 'replayed' | 'mismatch'; readonly turn: RunTurn; readonly run: RunSummary }
+  | { readonly kind: 'not_ready'; readonly run: RunSummary };
+
+/** Which of a tenant's runs a usage sum covers: those created in [from, to). */
+export interface UsageFilter {
+  readonly from?: string;
+  readonly to?: string;
+}
+
+/** A tenant's usage: the runs counted and their tokens, in all and by agent. */
+export interface TenantUsage {
+  readonly runs: number;
+  readonly usage: RunUsage;
+  readonly byAgent: readonly { readonly agent: string; readonly runs: number; readonly usage: RunUsage }[];
 }
 
 /** A position in the waiting runs' order. */
@@ -159,6 +205,15 @@ export interface RunStore {
    * cleared. Undefined when the run is not failed.
    */
   retry(tenantId: string, runId: string, reason: string, actorId: string): Promise<RunRecord | undefined>;
+  /**
+   * A completed run takes the next user message: appended to its conversation, a turn row written,
+   * and the run `queued` for a worker, in one write; the same client message id again is that turn.
+   */
+  sendMessage(request: SendMessageRequest): Promise<SendMessageResult | undefined>;
+  /** A run's later turns (2, 3, …), in order. */
+  turns(tenantId: string, runId: string): Promise<RunTurn[]>;
+  /** The tokens of a tenant's runs created in the filter's window, summed. */
+  usage(tenantId: string, filter: UsageFilter): Promise<TenantUsage>;
   /** `from` (a waiting status) → `queued`, so a worker picks the run up again. */
   requeue(tenantId: string, runId: string, from: readonly RunStatus[], reason: string): Promise<boolean>;
   /** Cancels a run that is not final; bumps the epoch so whoever drives it stands down. */

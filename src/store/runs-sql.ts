@@ -1,4 +1,5 @@
 import type { SaveCheckpointRequest, ApprovalListFilter, RunListFilter } from './run-store.js';
+import type { RunUsage } from '../run-state/index.js';
 import { appendedMessages, releasesLease, RUN_COLUMNS } from './run-rows.js';
 import { encodeJson } from './rows.js';
 import { eventDataSql, STORE_RUN_EVENTS, type RunEventDefinition } from './run-events.js';
@@ -102,8 +103,17 @@ WHERE tenant_id = $1 AND run_id = $2 AND lease_epoch = $3 AND lease_owner = $4 A
   AND lease_owner = ? AND status = 'running' AND lease_expires_at > ?`,
 } as const;
 
+/** The run's usage columns, in the order of `usageVector`. */
+export const USAGE_COLUMNS = [
+  'input_tokens',
+  'output_tokens',
+  'reasoning_tokens',
+  'cached_input_tokens',
+  'total_tokens',
+] as const;
+
 /** How many parameters SAVE's common table expressions take (`saveParams`). */
-export const SAVE_PARAMS = 18;
+export const SAVE_PARAMS = 19;
 
 /**
  * A checkpoint saved under the fence (epoch, version and message count), with its new messages
@@ -124,7 +134,9 @@ export function saveCtes(at: number, also = ''): string {
       ELSE lease_expires_at END,
     drive_attempts = CASE WHEN ${p(10)} THEN 0 ELSE drive_attempts END,
     model_outages = CASE WHEN ${p(13)} THEN 0 ELSE model_outages END,
-    event_seq = event_seq + cardinality(${p(11)}::text[])
+    event_seq = event_seq + cardinality(${p(11)}::text[]),
+    ${USAGE_COLUMNS.map((c, i) => `${c} = ${c} + COALESCE((${p(19)}::bigint[])[${i + 1}], 0)`).join(', ')},
+    last_input_tokens = COALESCE((${p(19)}::bigint[])[1], last_input_tokens)
   WHERE tenant_id = ${p(1)} AND run_id = ${p(2)} AND lease_epoch = ${p(3)} AND checkpoint_version = ${p(4)} AND status = 'running'
     AND message_count = ${p(18)}::integer
     AND (${p(14)}::text IS NULL OR (lease_owner = ${p(14)} AND lease_expires_at > oncely_now()))${also}
@@ -151,7 +163,11 @@ SELECT checkpoint_version FROM saved`,
   lease_owner = CASE WHEN @release THEN NULL ELSE lease_owner END,
   lease_expires_at = CASE WHEN @release THEN NULL ELSE lease_expires_at END,
   drive_attempts = CASE WHEN @release THEN 0 ELSE drive_attempts END,
-  model_outages = CASE WHEN @modelAnswered THEN 0 ELSE model_outages END
+  model_outages = CASE WHEN @modelAnswered THEN 0 ELSE model_outages END,
+  input_tokens = input_tokens + @inputTokens, output_tokens = output_tokens + @outputTokens,
+  reasoning_tokens = reasoning_tokens + @reasoningTokens, cached_input_tokens = cached_input_tokens + @cachedInputTokens,
+  total_tokens = total_tokens + @totalTokens,
+  last_input_tokens = CASE WHEN @counted THEN @inputTokens ELSE last_input_tokens END
 WHERE tenant_id = @tenantId AND run_id = @runId AND lease_epoch = @epoch
   AND checkpoint_version = @version AND status = 'running' AND message_count = @stored
 RETURNING checkpoint_version`,
@@ -168,12 +184,12 @@ export const CREATE = {
   postgres: `
 WITH ins AS (
   INSERT INTO runs (tenant_id, run_id, agent, status, input, step, pending, message_count, checkpoint_version,
-    event_seq, lease_owner, lease_epoch, lease_expires_at, drive_attempts)
+    event_seq, lease_owner, lease_epoch, lease_expires_at, drive_attempts, token_budget)
   SELECT $1, $2, $3, CASE WHEN $6::text IS NULL THEN 'queued' ELSE 'running' END, $4::jsonb, $8::integer,
     $9::jsonb, cardinality($5::jsonb[]), 1,
     CASE WHEN $6::text IS NULL THEN 1 ELSE 2 END, $6, CASE WHEN $6::text IS NULL THEN 0 ELSE 1 END,
     CASE WHEN $6::text IS NULL THEN NULL ELSE oncely_now() + make_interval(secs => $7::double precision / 1000) END,
-    CASE WHEN $6::text IS NULL THEN 0 ELSE 1 END
+    CASE WHEN $6::text IS NULL THEN 0 ELSE 1 END, $10::bigint
   ON CONFLICT (tenant_id, run_id) DO NOTHING
   RETURNING *
 ), msg AS (
@@ -188,8 +204,8 @@ WITH ins AS (
 )
 SELECT * FROM ins`,
   sqlite: `INSERT INTO runs (tenant_id, run_id, agent, status, input, step, pending, message_count,
-  checkpoint_version, created_at, updated_at)
-VALUES (@tenantId, @runId, @agent, 'queued', @input, @step, @pending, @messageCount, 1, @at, @at)
+  checkpoint_version, created_at, updated_at, token_budget)
+VALUES (@tenantId, @runId, @agent, 'queued', @input, @step, @pending, @messageCount, 1, @at, @at, @tokenBudget)
 ON CONFLICT (tenant_id, run_id) DO NOTHING RETURNING ${RUN_COLUMNS}`,
 } as const;
 
@@ -364,8 +380,93 @@ export function saveParams(request: SaveCheckpointRequest): unknown[] {
     checkpoint.step,
     appendedMessages(request).map((m) => JSON.stringify(m)),
     request.storedMessages,
+    request.usage === undefined ? null : usageVector(request.usage),
   ];
 }
+
+/** A response's usage as the numbers SAVE adds to the run's columns (USAGE_COLUMNS' order). */
+export function usageVector(usage: RunUsage): number[] {
+  return [
+    usage.inputTokens,
+    usage.outputTokens,
+    usage.reasoningTokens,
+    usage.cachedInputTokens,
+    usage.totalTokens,
+  ];
+}
+
+/**
+ * A user message sent to a completed run (no step under way) whose turns do not hold this client
+ * message id: the message appended, the turn written, the run queued for its next turn, its events.
+ * Nothing is returned when the run is not completed or the id was sent before (the caller reads
+ * which: `TURN_BY_CLIENT_ID`, `SUMMARY`).
+ */
+export const SEND_MESSAGE = {
+  postgres: `
+WITH u AS (
+  UPDATE runs SET status = 'queued', turn = turn + 1, turn_step = step, message_count = message_count + 1,
+    checkpoint_version = checkpoint_version + 1, result = NULL, error = NULL, status_reason = $6,
+    updated_at = oncely_now(), lease_owner = NULL, lease_expires_at = NULL, drive_attempts = 0,
+    model_outages = 0, last_error = NULL, event_seq = event_seq + 2
+  WHERE tenant_id = $1 AND run_id = $2 AND status = 'completed' AND pending IS NULL
+    AND NOT EXISTS (SELECT 1 FROM run_turns t WHERE t.tenant_id = $1 AND t.run_id = $2 AND t.client_message_id = $3)
+  RETURNING *
+), msg AS (
+  INSERT INTO run_messages (tenant_id, run_id, idx, message)
+  SELECT tenant_id, run_id, message_count - 1, $4::jsonb FROM u
+), t AS (
+  INSERT INTO run_turns (tenant_id, run_id, turn, client_message_id, message_idx, message_digest, actor_id)
+  SELECT tenant_id, run_id, turn, $3, message_count - 1, $5, $7 FROM u
+  RETURNING created_at
+), ev AS (
+  INSERT INTO run_events (tenant_id, run_id, seq, type, data)
+  SELECT tenant_id, run_id, event_seq - 1, '${STORE_RUN_EVENTS.messaged.type}',
+    ${pgEvent(STORE_RUN_EVENTS.messaged, 'u', { clientMessageId: '$3::text', actor: '$7::text' })} FROM u
+  UNION ALL
+  SELECT tenant_id, run_id, event_seq, '${STORE_RUN_EVENTS.messageQueued.type}',
+    ${pgEvent(STORE_RUN_EVENTS.messageQueued, 'u', { reason: '$6::text' })} FROM u
+)
+SELECT ${RUN_COLUMNS.replace(/(\w+)/g, 'u.$1')}, t.created_at AS turn_created_at FROM u, t`,
+  sqlite: `UPDATE runs SET status = 'queued', turn = turn + 1, turn_step = step, message_count = message_count + 1,
+  checkpoint_version = checkpoint_version + 1, result = NULL, error = NULL, status_reason = @reason,
+  updated_at = @at, lease_owner = NULL, lease_expires_at = NULL, drive_attempts = 0, model_outages = 0,
+  last_error = NULL
+WHERE tenant_id = @tenantId AND run_id = @runId AND status = 'completed' AND pending IS NULL
+RETURNING ${RUN_COLUMNS}`,
+} as const;
+
+export const INSERT_TURN = {
+  sqlite: `INSERT INTO run_turns (tenant_id, run_id, turn, client_message_id, message_idx, message_digest, actor_id,
+  created_at) VALUES (@tenantId, @runId, @turn, @clientMessageId, @messageIndex, @messageDigest, @actorId, @at)`,
+} as const;
+
+const TURN_COLUMNS =
+  'tenant_id, run_id, turn, client_message_id, message_idx, message_digest, actor_id, created_at';
+
+export const TURN_BY_CLIENT_ID = {
+  postgres: `SELECT ${TURN_COLUMNS} FROM run_turns WHERE tenant_id = $1 AND run_id = $2 AND client_message_id = $3`,
+  sqlite: `SELECT ${TURN_COLUMNS} FROM run_turns WHERE tenant_id = ? AND run_id = ? AND client_message_id = ?`,
+} as const;
+
+export const TURNS = {
+  postgres: `SELECT ${TURN_COLUMNS} FROM run_turns WHERE tenant_id = $1 AND run_id = $2 ORDER BY turn`,
+  sqlite: `SELECT ${TURN_COLUMNS} FROM run_turns WHERE tenant_id = ? AND run_id = ? ORDER BY turn`,
+} as const;
+
+/**
+ * A tenant's usage by agent, over its runs created in [from, to): a range of runs_by_tenant. The
+ * sums come back as text on PostgreSQL (bigint sums are numeric).
+ */
+export const TENANT_USAGE = {
+  postgres: `SELECT agent, count(*) AS runs, ${USAGE_COLUMNS.map((c) => `sum(${c}) AS ${c}`).join(', ')}
+FROM runs WHERE tenant_id = $1 AND ($2::timestamptz IS NULL OR created_at >= $2::timestamptz)
+  AND ($3::timestamptz IS NULL OR created_at < $3::timestamptz)
+GROUP BY agent ORDER BY agent`,
+  sqlite: `SELECT agent, count(*) AS runs, ${USAGE_COLUMNS.map((c) => `sum(${c}) AS ${c}`).join(', ')}
+FROM runs WHERE tenant_id = @tenantId AND (@from IS NULL OR created_at >= @from)
+  AND (@to IS NULL OR created_at < @to)
+GROUP BY agent ORDER BY agent`,
+} as const;
 
 export const APPROVALS_PAGE = {
   postgres: pgApprovalsPage,

@@ -22,6 +22,7 @@ export const WRITE_METHODS = {
     'saveCheckpoint',
     'release',
     'retry',
+    'sendMessage',
     'requeue',
     'cancel',
     'appendEvent',
@@ -52,6 +53,8 @@ type RunReads =
   | 'listWaiting'
   | 'events'
   | 'lastClaims'
+  | 'turns'
+  | 'usage'
   | 'getApproval'
   | 'approvalsOfRun'
   | 'approvalsOfRuns'

@@ -6,6 +6,7 @@ import {
   type RunRecord,
   type RunStatus,
   type RunSummary,
+  type RunTurn,
 } from '../../run-state/index.js';
 import type {
   ApprovalListFilter,
@@ -16,6 +17,10 @@ import type {
   ReleaseRequest,
   RunStore,
   SaveCheckpointRequest,
+  SendMessageRequest,
+  SendMessageResult,
+  TenantUsage,
+  UsageFilter,
   WaitingCursor,
   WaitingRun,
 } from '../run-store.js';
@@ -25,6 +30,11 @@ import {
   toRunEvent,
   toRunSummary,
   toWaiting,
+  toRunTurn,
+  earlierTurn,
+  tenantUsage,
+  type UsageRow,
+  type RunTurnRow,
   type ApprovalRow,
   type RunEventRow,
   type RunRow,
@@ -57,6 +67,10 @@ import {
   RUNS_PAGE,
   SAVE,
   SUMMARY,
+  SEND_MESSAGE,
+  TURN_BY_CLIENT_ID,
+  TURNS,
+  TENANT_USAGE,
   saveParams,
 } from '../runs-sql.js';
 import { prepared } from './prepared.js';
@@ -75,6 +89,7 @@ export class PostgresRuns implements RunStore {
       request.claim?.leaseMs ?? null,
       request.checkpoint.step,
       encodeJson(request.checkpoint.pending),
+      request.tokenBudget ?? null,
     ]);
     if (rows[0] !== undefined) return { created: true, run: toRun(rows[0], request.checkpoint.messages) };
     const run = await this.get(request.tenantId, request.runId);
@@ -182,6 +197,66 @@ export class PostgresRuns implements RunStore {
       actorId,
     ]);
     return rows[0] === undefined ? undefined : toRun(rows[0]);
+  }
+
+  async sendMessage(request: SendMessageRequest): Promise<SendMessageResult | undefined> {
+    const { tenantId, runId } = request;
+    const { rows } = await this.db.query<RunRow & { turn_created_at: Date | string }>(
+      prepared('oncely_send_message', SEND_MESSAGE.postgres),
+      [
+        tenantId,
+        runId,
+        request.clientMessageId,
+        JSON.stringify(request.message),
+        request.messageDigest,
+        request.reason,
+        request.actorId,
+      ],
+    );
+    const row = rows[0];
+    if (row !== undefined) {
+      const run = toRunSummary(row);
+      const created = row.turn_created_at;
+      return {
+        kind: 'sent',
+        run,
+        turn: {
+          tenantId,
+          runId,
+          turn: run.turn,
+          clientMessageId: request.clientMessageId,
+          messageIndex: Number(row.message_count) - 1,
+          messageDigest: request.messageDigest,
+          actorId: request.actorId,
+          createdAt: typeof created === 'string' ? created : created.toISOString(),
+        },
+      };
+    }
+    // Not sent: the id was sent before (read after the statement, so a send that raced it is seen),
+    // or the run is not waiting for a message.
+    const sent = await this.db.query<RunTurnRow>(TURN_BY_CLIENT_ID.postgres, [
+      tenantId,
+      runId,
+      request.clientMessageId,
+    ]);
+    const run = await this.summary(tenantId, runId);
+    if (run === undefined) return undefined;
+    const earlier = sent.rows[0];
+    return earlier === undefined ? { kind: 'not_ready', run } : earlierTurn(request, toRunTurn(earlier), run);
+  }
+
+  async turns(tenantId: string, runId: string): Promise<RunTurn[]> {
+    const { rows } = await this.db.query<RunTurnRow>(TURNS.postgres, [tenantId, runId]);
+    return rows.map(toRunTurn);
+  }
+
+  async usage(tenantId: string, filter: UsageFilter): Promise<TenantUsage> {
+    const { rows } = await this.db.query<UsageRow>(TENANT_USAGE.postgres, [
+      tenantId,
+      filter.from ?? null,
+      filter.to ?? null,
+    ]);
+    return tenantUsage(rows);
   }
 
   async requeue(

@@ -7,6 +7,7 @@ import {
   type RunRecord,
   type RunStatus,
   type RunSummary,
+  type RunTurn,
 } from '../../run-state/index.js';
 import type {
   ApprovalListFilter,
@@ -17,6 +18,10 @@ import type {
   ReleaseRequest,
   RunStore,
   SaveCheckpointRequest,
+  SendMessageRequest,
+  SendMessageResult,
+  TenantUsage,
+  UsageFilter,
   WaitingCursor,
   WaitingRun,
 } from '../run-store.js';
@@ -28,6 +33,12 @@ import {
   toRunEvent,
   toRunSummary,
   toWaiting,
+  toRunTurn,
+  earlierTurn,
+  tenantUsage,
+  usageParams,
+  type UsageRow,
+  type RunTurnRow,
   type ApprovalRow,
   type RunEventRow,
   type RunRow,
@@ -59,6 +70,11 @@ import {
   RUNS_PAGE,
   SAVE,
   SUMMARY,
+  SEND_MESSAGE,
+  INSERT_TURN,
+  TURN_BY_CLIENT_ID,
+  TURNS,
+  TENANT_USAGE,
   liteStoreEvent,
 } from '../runs-sql.js';
 import { settle } from './settle.js';
@@ -134,6 +150,7 @@ export class SqliteRuns implements RunStore {
           step: request.checkpoint.step,
           pending: encodeJson(request.checkpoint.pending),
           messageCount: request.checkpoint.messages.length,
+          tokenBudget: request.tokenBudget ?? null,
           at,
         });
         if (inserted !== undefined) {
@@ -270,6 +287,7 @@ export class SqliteRuns implements RunStore {
             reason: request.reason ?? null,
             release: releasesLease(request.status) ? 1 : 0,
             modelAnswered: request.modelAnswered === true ? 1 : 0,
+            ...usageParams(request.usage),
             at,
           });
         if (row === undefined) return undefined;
@@ -366,6 +384,80 @@ export class SqliteRuns implements RunStore {
           return this.withMessages(row);
         })
         .immediate(),
+    );
+  }
+
+  sendMessage(request: SendMessageRequest): Promise<SendMessageResult | undefined> {
+    return settle(() =>
+      this.db
+        .transaction((): SendMessageResult | undefined => {
+          const { tenantId, runId } = request;
+          const before = this.row(tenantId, runId);
+          if (before === undefined) return undefined;
+          const sent = this.db
+            .prepare<[string, string, string], RunTurnRow>(TURN_BY_CLIENT_ID.sqlite)
+            .get(tenantId, runId, request.clientMessageId);
+          if (sent !== undefined) return earlierTurn(request, toRunTurn(sent), toRunSummary(before));
+          const at = now();
+          const row = this.db.prepare<[Record<string, unknown>], RunRow>(SEND_MESSAGE.sqlite).get({
+            tenantId,
+            runId,
+            reason: request.reason,
+            at,
+          });
+          if (row === undefined) return { kind: 'not_ready', run: toRunSummary(before) };
+          const run = toRunSummary(row);
+          const messageIndex = Number(row.message_count) - 1;
+          this.append(tenantId, runId, messageIndex, [request.message]);
+          const turn: RunTurn = {
+            tenantId,
+            runId,
+            turn: run.turn,
+            clientMessageId: request.clientMessageId,
+            messageIndex,
+            messageDigest: request.messageDigest,
+            actorId: request.actorId,
+            createdAt: at,
+          };
+          this.db.prepare(INSERT_TURN.sqlite).run({
+            tenantId,
+            runId,
+            turn: turn.turn,
+            clientMessageId: turn.clientMessageId,
+            messageIndex,
+            messageDigest: turn.messageDigest,
+            actorId: turn.actorId,
+            at,
+          });
+          this.storeEvent(
+            tenantId,
+            runId,
+            STORE_RUN_EVENTS.messaged,
+            { clientMessageId: request.clientMessageId, actor: request.actorId as string },
+            at,
+          );
+          this.storeEvent(tenantId, runId, STORE_RUN_EVENTS.messageQueued, { reason: request.reason }, at);
+          return { kind: 'sent', turn, run };
+        })
+        .immediate(),
+    );
+  }
+
+  turns(tenantId: string, runId: string): Promise<RunTurn[]> {
+    return settle(() =>
+      this.db.prepare<[string, string], RunTurnRow>(TURNS.sqlite).all(tenantId, runId).map(toRunTurn),
+    );
+  }
+
+  usage(tenantId: string, filter: UsageFilter): Promise<TenantUsage> {
+    return settle(() =>
+      tenantUsage(
+        this.db.prepare<[Record<string, unknown>], UsageRow>(TENANT_USAGE.sqlite).all({
+          tenantId,
+          from: filter.from ?? null,
+          to: filter.to ?? null,
+        }),
+      ),
     );
   }
 
