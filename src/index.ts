@@ -97,6 +97,7 @@ export {
   type Script,
   type ScriptStep,
   type ScriptToolCall,
+  type ScriptUsage,
   type ScriptedModel,
   type ModelTurn,
   type ModelToolCall,
@@ -109,6 +110,12 @@ export {
   type RuntimeOptions,
   type StartRunRequest,
   type RecoveredRun,
+  type SendMessage,
+  type SentMessage,
+  type UiMessage,
+  type UiPart,
+  type UserContent,
+  uiMessages,
   type DriveEnd,
   type ApprovalDecision,
 } from './runs/index.js';
@@ -126,4 +133,6 @@ export {
   type HeardKind,
   type ApprovalRecord,
   type ApprovalStatus,
+  type RunUsage,
+  type RunTurn,
 } from './run-state/index.js';

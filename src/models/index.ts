@@ -3,6 +3,7 @@ export {
   type Script,
   type ScriptStep,
   type ScriptToolCall,
+  type ScriptUsage,
   type ScriptedModel,
   type ScriptedModelOptions,
 } from './scripted-model.js';

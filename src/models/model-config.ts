@@ -13,6 +13,14 @@ export const scriptStepSchema = z.strictObject({
       }),
     )
     .optional(),
+  usage: z
+    .strictObject({
+      inputTokens: z.number().int().min(0),
+      outputTokens: z.number().int().min(0),
+      reasoningTokens: z.number().int().min(0).optional(),
+      cachedInputTokens: z.number().int().min(0).optional(),
+    })
+    .optional(),
 });
 
 export const scriptStepsSchema = z.array(scriptStepSchema);

@@ -30,6 +30,18 @@ export interface ScriptToolCall {
 export interface ScriptStep {
   readonly text?: string;
   readonly toolCalls?: readonly ScriptToolCall[];
+  /** The tokens the response reports (as a provider's would); by default it reports none. */
+  readonly usage?: ScriptUsage;
+}
+
+/** The token counts a scripted response reports. */
+export interface ScriptUsage {
+  readonly inputTokens: number;
+  readonly outputTokens: number;
+  /** Of the output, spent reasoning. */
+  readonly reasoningTokens?: number;
+  /** Of the input, read from the provider's cache. */
+  readonly cachedInputTokens?: number;
 }
 
 /**
@@ -64,7 +76,8 @@ class ScriptedLanguageModel implements ScriptedModel {
   readonly specificationVersion = 'v3';
   readonly provider = 'oncely';
   readonly modelId: string;
-  readonly supportedUrls: Record<string, RegExp[]> = {};
+  /** It reads no file: a file part by URL is passed to it as the URL, never downloaded. */
+  readonly supportedUrls: Record<string, RegExp[]> = { '*/*': [/^https?:\/\//] };
   readonly #script: Script;
   readonly #latencyMs: number;
   readonly #received: LanguageModelV3Prompt[] = [];
@@ -81,7 +94,7 @@ class ScriptedLanguageModel implements ScriptedModel {
 
   async doGenerate(options: LanguageModelV3CallOptions): Promise<LanguageModelV3GenerateResult> {
     const step = await this.#next(options);
-    return { content: contentOf(step), finishReason: finishOf(step), usage: NO_USAGE, warnings: [] };
+    return { content: contentOf(step), finishReason: finishOf(step), usage: usageOf(step), warnings: [] };
   }
 
   async doStream(options: LanguageModelV3CallOptions): Promise<LanguageModelV3StreamResult> {
@@ -96,7 +109,7 @@ class ScriptedLanguageModel implements ScriptedModel {
         parts.push(part);
       }
     }
-    parts.push({ type: 'finish', finishReason: finishOf(step), usage: NO_USAGE });
+    parts.push({ type: 'finish', finishReason: finishOf(step), usage: usageOf(step) });
     const stream = new ReadableStream<LanguageModelV3StreamPart>({
       start(controller) {
         for (const part of parts) controller.enqueue(part);
@@ -125,6 +138,22 @@ class ScriptedLanguageModel implements ScriptedModel {
     }
     return step;
   }
+}
+
+function usageOf(step: ScriptStep): LanguageModelV3Usage {
+  const usage = step.usage;
+  if (usage === undefined) return NO_USAGE;
+  const cached = usage.cachedInputTokens ?? 0;
+  const reasoning = usage.reasoningTokens ?? 0;
+  return {
+    inputTokens: {
+      total: usage.inputTokens,
+      noCache: usage.inputTokens - cached,
+      cacheRead: cached,
+      cacheWrite: undefined,
+    },
+    outputTokens: { total: usage.outputTokens, text: usage.outputTokens - reasoning, reasoning },
+  };
 }
 
 function contentOf(step: ScriptStep): LanguageModelV3Content[] {

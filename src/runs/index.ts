@@ -5,7 +5,17 @@ export {
   type RuntimeOptions,
   type StartRunRequest,
   type RecoveredRun,
+  type SendMessage,
+  type SentMessage,
 } from './runtime.js';
+export {
+  uiMessages,
+  userMessage,
+  MAX_MESSAGE_PARTS,
+  type UiMessage,
+  type UiPart,
+  type UserContent,
+} from './conversation.js';
 export { HANDED_OFF, type DriveEnd, type ModelResponseInfo } from './driver.js';
 export type { ApprovalDecision } from './decisions.js';
 export { blockersOf, resumeIfReady, type Blockers } from './resume.js';
