@@ -1,7 +1,7 @@
 import type { z } from 'zod/v4';
 import type { apiKeySchema } from './schemas/api-keys.js';
 import type { approvalSchema } from './schemas/approvals.js';
-import type { runSchema } from './schemas/runs.js';
+import type { messagesSchema, runSchema, sentMessageSchema, tenantUsageSchema } from './schemas/runs.js';
 import type { workerSchema } from './schemas/workers.js';
 import type {
   compensationSchema,
@@ -14,6 +14,9 @@ export type ToolExecution = z.output<typeof toolExecutionSchema>;
 export type ToolExecutionWithHistory = z.output<typeof toolExecutionWithHistorySchema>;
 export type Compensation = z.output<typeof compensationSchema>;
 export type Run = z.output<typeof runSchema>;
+export type SentMessage = z.output<typeof sentMessageSchema>;
+export type RunMessages = z.output<typeof messagesSchema>;
+export type TenantUsage = z.output<typeof tenantUsageSchema>;
 export type Approval = z.output<typeof approvalSchema>;
 export type ApiKey = z.output<typeof apiKeySchema>;
 export type Worker = z.output<typeof workerSchema>;

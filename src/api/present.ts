@@ -1,10 +1,10 @@
 import type { z } from 'zod/v4';
 import type { LedgerEvent, ToolExecutionRecord } from '../ledger/index.js';
-import type { ApprovalRecord, RunEvent, RunSummary } from '../run-state/index.js';
+import type { ApprovalRecord, RunEvent, RunSummary, RunTurn, RunUsage } from '../run-state/index.js';
 import type { ApiKeyRecord } from '../store/index.js';
 import type { apiKeySchema } from './schemas/api-keys.js';
 import type { approvalSchema } from './schemas/approvals.js';
-import type { runEventSchema, runSchema } from './schemas/runs.js';
+import type { runEventSchema, runSchema, turnSchema, usageSchema } from './schemas/runs.js';
 import type { ledgerEventSchema, toolExecutionSchema } from './schemas/tool-executions.js';
 
 /** Records as the API shows them: snake_case, the way every body of the API is written. */
@@ -71,8 +71,31 @@ export function toRun(r: RunSummary): z.output<typeof runSchema> {
     drive_attempts: r.driveAttempts,
     model_outages: r.modelOutages,
     last_error: r.lastError,
+    turn: r.turn,
+    usage: toUsage(r.usage),
+    token_budget: r.tokenBudget,
     created_at: r.createdAt,
     updated_at: r.updatedAt,
+  };
+}
+
+export function toUsage(u: RunUsage): z.output<typeof usageSchema> {
+  return {
+    input_tokens: u.inputTokens,
+    output_tokens: u.outputTokens,
+    reasoning_tokens: u.reasoningTokens,
+    cached_input_tokens: u.cachedInputTokens,
+    total_tokens: u.totalTokens,
+  };
+}
+
+export function toTurn(t: RunTurn): z.output<typeof turnSchema> {
+  return {
+    turn: t.turn,
+    client_message_id: t.clientMessageId,
+    message_index: t.messageIndex,
+    actor_id: t.actorId,
+    created_at: t.createdAt,
   };
 }
 

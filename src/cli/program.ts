@@ -6,7 +6,7 @@ import { demoCommand } from './demo.js';
 import { executionsCommand } from './executions.js';
 import { keysCommand } from './keys.js';
 import { migrateCommand } from './migrate.js';
-import { runsCommand } from './runs.js';
+import { runsCommand, usageCommand } from './runs.js';
 import { serveCommand } from './serve.js';
 import { workerCommand } from './worker.js';
 import { workersCommand } from './workers.js';
@@ -29,6 +29,7 @@ export function buildProgram(): Command {
   program.addCommand(executionsCommand());
   program.addCommand(approvalsCommand());
   program.addCommand(runsCommand());
+  program.addCommand(usageCommand());
   program.addCommand(workersCommand());
   program.addCommand(drillCommand());
   return program;

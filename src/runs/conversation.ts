@@ -32,20 +32,21 @@ const partSchema = z.discriminatedUnion('type', [
   }),
 ]);
 
-const contentSchema = z.union([
+/** A user message's content: text, or parts. */
+export const userContentSchema = z.union([
   z.string().min(1, 'a message needs some text'),
   z.array(partSchema).min(1, 'a message needs at least one part').max(MAX_MESSAGE_PARTS),
 ]);
 
 /** What a client may send as a user message: text, or parts. */
-export type UserContent = z.input<typeof contentSchema>;
+export type UserContent = z.input<typeof userContentSchema>;
 
 /**
  * The user message `content` makes, as the conversation stores it (an AI SDK `ModelMessage` of role
  * `user`), checked against the AI SDK's own schema. `RUN_INPUT_INVALID` says what is wrong.
  */
 export async function userMessage(content: unknown): Promise<JsonValue> {
-  const parsed = contentSchema.safeParse(content);
+  const parsed = userContentSchema.safeParse(content);
   if (!parsed.success) {
     const problems = parsed.error.issues.map(
       (i) => `${i.path.length > 0 ? `${i.path.join('.')}: ` : ''}${i.message}`,

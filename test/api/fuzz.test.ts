@@ -100,6 +100,22 @@ const BODIES: Record<string, BodySpec> = {
     required: ['agent', 'input'],
   },
   '/v1/runs/:run_id/cancel': reasonOnly,
+  '/v1/runs/:run_id/messages': {
+    valid: fc.record({ client_message_id: fc.constant('msg-fuzz'), content: fc.string({ minLength: 1 }) }),
+    invalid: {
+      client_message_id: badId,
+      content: fc.oneof(
+        fc.constant(''),
+        fc.constant([]),
+        fc.integer(),
+        fc.constant(null),
+        fc.constant([{ type: 'video', url: 'x' }]),
+        fc.constant([{ type: 'text', text: 'x', extra: true }]),
+        tooDeep,
+      ),
+    },
+    required: ['client_message_id', 'content'],
+  },
   '/v1/approvals/:key/approve': { valid: fc.constant({}), invalid: { reason: badReason }, required: [] },
   '/v1/approvals/:key/reject': reasonOnly,
   '/v1/api-keys': {
@@ -193,7 +209,11 @@ function pathWith(e: Endpoint, seeds: Seeds, value: string): string {
           ? seeds.completedKey
           : seeds.unknownKey
         : undefined,
-    run_id: e.route.endsWith('/retry') ? seeds.failedRunId : seeds.runId,
+    run_id: e.route.endsWith('/retry')
+      ? seeds.failedRunId
+      : e.route.endsWith('/messages')
+        ? seeds.completedRunId
+        : seeds.runId,
     key_id: seeds.keyId,
   }[param];
   return real.replace(encodeURIComponent(actual!), segment(value));
@@ -247,6 +267,7 @@ describe.each(DIALECTS)('fuzzing every body and path parameter on %s', (dialect)
         seeds.approvalKey,
         seeds.keyId,
         seeds.failedRunId,
+        seeds.completedRunId,
       ]);
       await fc.assert(
         fc.asyncProperty(

@@ -15,6 +15,8 @@ export interface Seeds {
   readonly keyId: string;
   /** A failed run (retryable). */
   readonly failedRunId: string;
+  /** A completed run (it takes a next message). */
+  readonly completedRunId: string;
 }
 
 export interface Endpoint {
@@ -30,6 +32,8 @@ export interface Endpoint {
   path(seeds: Seeds): string;
   /** A body the route accepts. */
   body?(seeds: Seeds): Record<string, unknown>;
+  /** What the route answers the right key with; default 200. */
+  readonly ok?: number;
 }
 
 const enc = encodeURIComponent;
@@ -106,6 +110,23 @@ export const ENDPOINTS: readonly Endpoint[] = [
     stream: true,
     path: (s) => `/v1/runs/${s.runId}/events`,
   },
+  {
+    method: 'POST',
+    route: '/v1/runs/:run_id/messages',
+    role: 'operator',
+    kind: 'record',
+    ok: 201,
+    path: (s) => `/v1/runs/${s.completedRunId}/messages`,
+    body: () => ({ client_message_id: 'msg-1', content: 'and the other order?' }),
+  },
+  {
+    method: 'GET',
+    route: '/v1/runs/:run_id/messages',
+    role: 'viewer',
+    kind: 'record',
+    path: (s) => `/v1/runs/${s.completedRunId}/messages?format=ui`,
+  },
+  { method: 'GET', route: '/v1/usage', role: 'viewer', kind: 'self', path: () => '/v1/usage' },
   { method: 'GET', route: '/v1/approvals', role: 'viewer', kind: 'list', path: () => '/v1/approvals' },
   {
     method: 'POST',
@@ -159,6 +180,7 @@ export async function seed(h: ApiHarness): Promise<Seeds> {
   const [approval] = await h.store.runs.approvalsOfRun(TENANT, runId);
   const spare = await createApiKey(h.store.apiKeys, { tenantId: TENANT, actorId: 'spare', role: 'viewer' });
   const failedRunId = await failedRun(h);
+  const completedRunId = await h.drivenRun('credit-agent');
   return {
     unknownKey: unknown.idempotencyKey,
     completedKey: completed.idempotencyKey,
@@ -166,6 +188,7 @@ export async function seed(h: ApiHarness): Promise<Seeds> {
     approvalKey: approval!.idempotencyKey,
     keyId: spare.record.keyId,
     failedRunId,
+    completedRunId,
   };
 }
 
