@@ -1,4 +1,5 @@
-import { Command, InvalidArgumentError, Option } from 'commander';
+import { Command, Option } from 'commander';
+import { OncelyError } from '../errors/index.js';
 import { RUN_STATUSES } from '../run-state/index.js';
 import { ApiClient, type ApiFlags } from '../api/client.js';
 import type { Page, Run, RunMessages, SentMessage, TenantUsage } from '../api/client-types.js';
@@ -73,8 +74,9 @@ function sendCommand(): Command {
         try {
           content = JSON.parse(text) as unknown;
         } catch (error) {
-          throw new InvalidArgumentError(
-            `--content-json: the message is not JSON (${(error as Error).message})`,
+          throw new OncelyError(
+            'RUN_INPUT_INVALID',
+            `--content-json: the message is not JSON (${(error as Error).message}); nothing was sent`,
           );
         }
       }

@@ -239,6 +239,35 @@ describe('the operator CLI against a running API', () => {
     expect([notFailed.code, notFailed.stderr]).toEqual([1, expect.stringContaining('RUN_NOT_RETRYABLE')]);
   });
 
+  it('runs send | messages, and usage', async () => {
+    const runId = await h.drivenRun('chat-agent');
+    const sent = await oncely(['runs', 'send', runId, 'and $3 more', '--id', 'cli-msg-2'], env);
+    expect([sent.code, sent.stdout]).toEqual([
+      0,
+      `${runId} turn 2: message cli-msg-2 taken; the run is queued\n`,
+    ]);
+    const again = await oncely(['runs', 'send', runId, 'other words', '--id', 'cli-msg-2'], env);
+    expect([again.code, again.stderr]).toEqual([1, expect.stringContaining('RUN_MESSAGE_CONFLICT')]);
+    const notJson = await oncely(
+      ['runs', 'send', runId, '[oops', '--id', 'cli-msg-3', '--content-json'],
+      env,
+    );
+    expect([notJson.code, notJson.stderr]).toEqual([1, expect.stringContaining('--content-json')]);
+    await h.runtime.drive(TENANT, runId);
+    const shown = await oncely(['runs', 'messages', runId], env);
+    expect(shown.code, shown.stderr).toBe(0);
+    expect(shown.stdout.split('\n').filter((l) => l.startsWith('user: ') || l.startsWith('agent: '))).toEqual(
+      ['user: go', 'agent: Credited, turn 1.', 'user: and $3 more', 'agent: Credited, turn 2.'],
+    );
+    expect(shown.stdout).toMatch(/ {2}call issue_credit \{"accountId":"acct_1","amountCents":300\} -> /);
+    const asJson = await oncely(['runs', 'messages', runId, '--json', '--format', 'model'], env);
+    expect(JSON.parse(asJson.stdout).messages).toHaveLength(8);
+    const usage = await oncely(['usage'], env);
+    expect(usage.code, usage.stderr).toBe(0);
+    expect(usage.stdout).toMatch(/chat-agent\s+\d+\s+\d+/);
+    expect(usage.stdout).toMatch(/\(all\)/);
+  });
+
   it('runs retry queues a failed run again, and executions resolve --force settles a call in flight', async () => {
     const { run } = await h.runtime.startRun({ tenantId: TENANT, agent: 'credit-agent', input: 'retry me' });
     const claimed = await h.store.runs.claim(TENANT, run.runId, 'cli-test', 60_000);
@@ -357,6 +386,9 @@ describe('docs/cli.md', () => {
       'runs show',
       'runs cancel',
       'runs retry',
+      'runs send',
+      'runs messages',
+      'usage',
       'workers',
       'keys create',
       'keys list',

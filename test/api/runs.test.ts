@@ -323,4 +323,141 @@ describe.each(DIALECTS)('runs over HTTP on %s', (dialect) => {
       expect(bad.body.error.code).toBe('API_REQUEST_INVALID');
     });
   });
+
+  describe('conversations', () => {
+    it('takes the next message of a completed run (201), its repeat (200), and refuses another under that id or too early (409)', async () => {
+      const runId = await h.drivenRun('chat-agent');
+      const path = `/v1/runs/${runId}/messages`;
+      const first = await h.request('GET', `/v1/runs/${runId}`, { key: h.keys.viewer });
+      expect(first.body).toMatchObject({
+        status: 'completed',
+        turn: 1,
+        usage: { input_tokens: 250, output_tokens: 15, total_tokens: 265 },
+        token_budget: null,
+      });
+      const body = { client_message_id: 'msg-2', content: [{ type: 'text', text: 'and $3 more' }] };
+      const sent = await h.request('POST', path, { key: h.keys.operator, body });
+      expect(sent.status, sent.text).toBe(201);
+      expect(sent.body).toMatchObject({
+        turn: { turn: 2, client_message_id: 'msg-2', message_index: 4, actor_id: 'ops-ana' },
+        run: { status: 'queued', turn: 2, result: null },
+      });
+      const before = await h.snapshot();
+      const again = await h.request('POST', path, { key: h.keys.operator, body });
+      expect(again.status).toBe(200);
+      expect(again.body.turn).toEqual(sent.body.turn);
+      const other = await h.request('POST', path, {
+        key: h.keys.operator,
+        body: { client_message_id: 'msg-2', content: 'something else' },
+      });
+      expect([other.status, other.body.error.code]).toEqual([409, 'RUN_MESSAGE_CONFLICT']);
+      const early = await h.request('POST', path, {
+        key: h.keys.operator,
+        body: { client_message_id: 'msg-3', content: 'hello?' },
+      });
+      expect([early.status, early.body.error.code]).toEqual([409, 'RUN_NOT_AWAITING_MESSAGE']);
+      expect(await h.snapshot()).toBe(before);
+
+      await h.runtime.drive(TENANT, runId);
+      const run = await h.request('GET', `/v1/runs/${runId}`, { key: h.keys.viewer });
+      expect(run.body).toMatchObject({
+        status: 'completed',
+        turn: 2,
+        step: 4,
+        result: { text: 'Credited, turn 2.' },
+        usage: { input_tokens: 500, output_tokens: 30, total_tokens: 530 },
+      });
+      const model = await h.request('GET', path, { key: h.keys.viewer });
+      expect(model.body.format).toBe('model');
+      expect(model.body.messages.map((m: { role: string }) => m.role)).toEqual([
+        'user',
+        'assistant',
+        'tool',
+        'assistant',
+        'user',
+        'assistant',
+        'tool',
+        'assistant',
+      ]);
+      expect(model.body.turns).toEqual([sent.body.turn]);
+      const ui = await h.request('GET', `${path}?format=ui`, { key: h.keys.viewer });
+      expect(ui.body.messages.map((m: { role: string }) => m.role)).toEqual([
+        'user',
+        'assistant',
+        'user',
+        'assistant',
+      ]);
+      expect(ui.body.messages[3].parts).toEqual([
+        { type: 'step-start' },
+        expect.objectContaining({
+          type: 'tool-issue_credit',
+          state: 'output-available',
+          input: { accountId: 'acct_1', amountCents: 300 },
+        }),
+        { type: 'step-start' },
+        { type: 'text', text: 'Credited, turn 2.', state: 'done' },
+      ]);
+      const bad = await h.request('GET', `${path}?format=html`, { key: h.keys.viewer });
+      expect(bad.status).toBe(400);
+    });
+
+    it('sums usage by agent for the tenant, in a window, and starts a run with its own token budget', async () => {
+      const t = await h.newTenant();
+      for (let i = 0; i < 2; i++) {
+        const runId = h.nextId('run_usage');
+        await h.runtime.startRun({ tenantId: t.tenantId, agent: 'chat-agent', input: 'go', runId });
+        await h.runtime.drive(t.tenantId, runId);
+      }
+      const usage = await h.request('GET', '/v1/usage', { key: t.viewer });
+      expect(usage.body).toEqual({
+        tenant_id: t.tenantId,
+        runs: 2,
+        usage: {
+          input_tokens: 500,
+          output_tokens: 30,
+          reasoning_tokens: 0,
+          cached_input_tokens: 0,
+          total_tokens: 530,
+        },
+        by_agent: [
+          {
+            agent: 'chat-agent',
+            runs: 2,
+            usage: {
+              input_tokens: 500,
+              output_tokens: 30,
+              reasoning_tokens: 0,
+              cached_input_tokens: 0,
+              total_tokens: 530,
+            },
+          },
+        ],
+      });
+      const later = await h.request(
+        'GET',
+        `/v1/usage?from=${encodeURIComponent(new Date(Date.now() + 60_000).toISOString())}`,
+        {
+          key: t.viewer,
+        },
+      );
+      expect(later.body.runs).toBe(0);
+      const badWindow = await h.request('GET', '/v1/usage?from=yesterday', { key: t.viewer });
+      expect(badWindow.status).toBe(400);
+
+      const created = await h.request('POST', '/v1/runs', {
+        key: t.operator,
+        body: { agent: 'chat-agent', input: 'go', token_budget: 200 },
+      });
+      expect(created.status).toBe(201);
+      expect(created.body.token_budget).toBe(200);
+      await h.runtime.drive(t.tenantId, created.body.run_id as string);
+      const ended = await h.request('GET', `/v1/runs/${created.body.run_id}`, { key: t.viewer });
+      // 110 spent; the next prompt is at least 100: 210 would pass 200.
+      expect(ended.body).toMatchObject({
+        status: 'failed',
+        error: { code: 'RUN_BUDGET_EXCEEDED' },
+        usage: { total_tokens: 110 },
+      });
+    });
+  });
 });

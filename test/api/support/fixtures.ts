@@ -94,6 +94,22 @@ export function apiFixtures(): Fixtures {
       oneCall('credit-agent', credit, args),
       oneCall('slow-agent', slowWrite, { accountId: 'acct_1' }, true),
       oneCall('approval-agent', approvedCredit, args),
+      // Every turn: one credit, then an answer; each response reports its tokens.
+      defineAgent({
+        name: 'chat-agent',
+        instructions: 'Credit what the customer asks, one credit a message.',
+        model: scriptedModel((_prompt, turn) =>
+          turn % 2 === 0
+            ? {
+                toolCalls: [
+                  { toolName: 'issue_credit', input: { accountId: 'acct_1', amountCents: 100 * (turn + 1) } },
+                ],
+                usage: { inputTokens: 100, outputTokens: 10 },
+              }
+            : { text: `Credited, turn ${(turn + 1) / 2}.`, usage: { inputTokens: 150, outputTokens: 5 } },
+        ),
+        tools: [credit],
+      }),
     ],
   };
 }
