@@ -22,6 +22,12 @@ export interface AgentDefinition {
    * (checked before each model call); a run started with its own budget uses that. Default: no limit.
    */
   readonly tokenBudget?: number;
+  /**
+   * Stream each model response (the model's `doStream`): its text and tool-call deltas reach the
+   * run's event streams as they arrive, while the run keeps the whole response once it is complete.
+   * Default false (one `doGenerate` call a step: less work where nobody watches).
+   */
+  readonly stream?: boolean;
   /** How long one model call may take, its retries included, before it counts as an outage; default 120000. */
   readonly modelTimeoutMs?: number;
   /**
@@ -39,6 +45,7 @@ export interface Agent {
   readonly toolPolicy: { readonly onIndeterminate: OnIndeterminate };
   readonly maxSteps: number;
   readonly tokenBudget: number | null;
+  readonly stream: boolean;
   readonly modelTimeoutMs: number;
   readonly modelOutageRetries: number;
 }
@@ -58,6 +65,7 @@ const agentSchema = z.object({
   toolPolicy: z.object({ onIndeterminate: z.enum(ON_INDETERMINATE).optional() }).optional(),
   maxSteps: z.number().int().min(1).max(1000).optional(),
   tokenBudget: z.number().int().min(1).max(Number.MAX_SAFE_INTEGER).optional(),
+  stream: z.boolean().optional(),
   modelTimeoutMs: z.number().int().min(1).max(3_600_000).optional(),
   modelOutageRetries: z.number().int().min(0).max(1000).optional(),
 });
@@ -91,6 +99,7 @@ export function defineAgent(definition: AgentDefinition): Agent {
     toolPolicy: Object.freeze({ onIndeterminate: definition.toolPolicy?.onIndeterminate ?? 'fail' }),
     maxSteps: definition.maxSteps ?? DEFAULT_MAX_STEPS,
     tokenBudget: definition.tokenBudget ?? null,
+    stream: definition.stream ?? false,
     modelTimeoutMs: definition.modelTimeoutMs ?? DEFAULT_MODEL_TIMEOUT_MS,
     modelOutageRetries: definition.modelOutageRetries ?? DEFAULT_MODEL_OUTAGE_RETRIES,
   });

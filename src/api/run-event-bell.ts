@@ -1,14 +1,21 @@
 import type { WakeListener, Wakeups } from '../store/wakeups.js';
 import { runEventsHint } from '../store/wakeups.js';
+import { parseDeltaBatch, type DeltaBatch, type DeltaBus } from '../runs/stream-deltas.js';
+
+/** Deltas an ear holds for its stream at most (past it, the oldest are dropped: a live view's gap). */
+const MAX_HELD_DELTAS = 10_000;
 
 /** One event stream's ear on its run: rung when another process wrote the run's events. */
 export interface RunEar {
   /**
    * Resolves when the run's events were rung since the last wait (at once, if they were while the
-   * stream was reading; also once when the run's watch is in place), after `ms`, or when `signal`
-   * aborts; whichever comes first.
+   * stream was reading; also once when the run's watch is in place) — `events`; when streamed deltas
+   * are waiting to be taken — `deltas`; after `ms`, or when `signal` aborts — `timeout`; whichever
+   * comes first.
    */
-  wait(ms: number, signal: AbortSignal): Promise<void>;
+  wait(ms: number, signal: AbortSignal): Promise<'events' | 'deltas' | 'timeout'>;
+  /** The streamed deltas of the run heard since the last take, in the order heard. */
+  takeDeltas(): DeltaBatch[];
   /** Stops listening for this stream. */
   close(): void;
 }
@@ -16,6 +23,8 @@ export interface RunEar {
 interface Ear {
   rung: boolean;
   wake: (() => void) | undefined;
+  deltas: DeltaBatch[];
+  held: number;
 }
 
 /**
@@ -33,11 +42,34 @@ export class RunEventBell {
   /** Hints heard, for tests and metrics. */
   heard = 0;
 
-  constructor(wakeups: Wakeups | undefined) {
+  readonly #unlisten: (() => void) | undefined;
+
+  /**
+   * `deltas`: this process's own streamed deltas (a server that drives runs itself); other processes'
+   * come through the wake-ups.
+   */
+  constructor(wakeups: Wakeups | undefined, deltas?: DeltaBus) {
     this.#listener = wakeups?.listen({
       onWake: () => undefined,
       onRunEvents: (tenantId, runId) => this.ring(tenantId, runId),
+      onDeltas: (payload) => {
+        const batch = parseDeltaBatch(payload);
+        if (batch !== undefined) this.hear(batch);
+      },
     });
+    this.#unlisten = deltas?.listen((batch) => this.hear(batch));
+  }
+
+  /** Hands a batch of streamed deltas to every stream of its run, and wakes them. */
+  hear(batch: DeltaBatch): void {
+    for (const ear of this.#ears.get(runEventsHint(batch.tenantId, batch.runId)) ?? []) {
+      ear.deltas.push(batch);
+      ear.held += batch.deltas.length;
+      while (ear.held > MAX_HELD_DELTAS && ear.deltas.length > 1)
+        ear.held -= ear.deltas.shift()!.deltas.length;
+      ear.rung = true;
+      ear.wake?.();
+    }
   }
 
   /** True while hints can be heard (the listening connection is up). */
@@ -48,7 +80,7 @@ export class RunEventBell {
   /** An ear on one run's events, for one stream. */
   open(tenantId: string, runId: string): RunEar {
     const key = runEventsHint(tenantId, runId);
-    const ear: Ear = { rung: false, wake: undefined };
+    const ear: Ear = { rung: false, wake: undefined, deltas: [], held: 0 };
     let ears = this.#ears.get(key);
     if (ears === undefined) {
       ears = new Set();
@@ -64,22 +96,32 @@ export class RunEventBell {
     });
     return {
       wait: (ms, signal) => {
-        if (ear.rung || signal.aborted) {
+        const why = (): 'events' | 'deltas' | undefined =>
+          ear.rung ? 'events' : ear.deltas.length > 0 ? 'deltas' : undefined;
+        const now = why();
+        if (now !== undefined || signal.aborted) {
           ear.rung = false;
-          return Promise.resolve();
+          return Promise.resolve(now ?? 'timeout');
         }
-        return new Promise<void>((resolve) => {
+        return new Promise((resolve) => {
           const done = (): void => {
             clearTimeout(timer);
             signal.removeEventListener('abort', done);
             ear.wake = undefined;
+            const reason = why() ?? 'timeout';
             ear.rung = false;
-            resolve();
+            resolve(reason);
           };
           const timer = setTimeout(done, ms);
           signal.addEventListener('abort', done, { once: true });
           ear.wake = done;
         });
+      },
+      takeDeltas: () => {
+        const taken = ear.deltas;
+        ear.deltas = [];
+        ear.held = 0;
+        return taken;
       },
       close: () => {
         watch?.unwatch();
@@ -101,6 +143,7 @@ export class RunEventBell {
   }
 
   async close(): Promise<void> {
+    this.#unlisten?.();
     const listener = this.#listener;
     this.#listener = undefined;
     await listener?.close();

@@ -83,7 +83,7 @@ export async function buildApiServer(options: ApiServerOptions): Promise<ApiApp>
     metrics: options.metrics ?? new ApiMetrics(),
     metricsAuth: options.metricsAuth ?? false,
     events: { pollMs: options.eventPollMs ?? 500, heartbeatMs: options.heartbeatMs ?? 15_000 },
-    bell: new RunEventBell(options.runtime.store.wakeups),
+    bell: new RunEventBell(options.runtime.store.wakeups, options.runtime.deltas),
     streams: new Set(),
     streamsByKey: new Map(),
     streamLimits: {

@@ -13,6 +13,7 @@ const agentSchema = z.strictObject({
   tool_policy: z.strictObject({ on_indeterminate: z.enum(ON_INDETERMINATE).optional() }).optional(),
   max_steps: z.number().int().min(1).max(1000).optional(),
   token_budget: z.number().int().min(1).max(Number.MAX_SAFE_INTEGER).optional(),
+  stream: z.boolean().optional(),
   model_timeout_ms: z.number().int().min(1).max(3_600_000).optional(),
   model_outage_retries: z.number().int().min(0).max(1000).optional(),
 });

@@ -146,7 +146,7 @@ agents:
     const { file, message } = await refusal(VALID.replace('    max_steps: 10', '    max_step: 10'));
     expect(message).toBe(
       `${file}:14:5: agents[0].max_step: unknown key "max_step"; expected one of: ` +
-        'name, instructions, model, tools, tool_policy, max_steps, token_budget, model_timeout_ms, model_outage_retries',
+        'name, instructions, model, tools, tool_policy, max_steps, token_budget, stream, model_timeout_ms, model_outage_retries',
     );
     const top = await refusal(`${VALID}extra: 1\n`);
     expect(top.message).toContain(

@@ -269,6 +269,7 @@ function buildAgents(
           ...(onIndeterminate === undefined ? {} : { toolPolicy: { onIndeterminate } }),
           ...(agent.max_steps === undefined ? {} : { maxSteps: agent.max_steps }),
           ...(agent.token_budget === undefined ? {} : { tokenBudget: agent.token_budget }),
+          ...(agent.stream === undefined ? {} : { stream: agent.stream }),
           ...modelTimeout(agent.model_timeout_ms, doc.models?.[agent.model]),
           ...(agent.model_outage_retries === undefined
             ? {}

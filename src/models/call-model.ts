@@ -1,4 +1,5 @@
 import type {
+  LanguageModelV3,
   LanguageModelV3CallOptions,
   LanguageModelV3Content,
   LanguageModelV3GenerateResult,
@@ -81,7 +82,23 @@ export interface CallModelOptions {
    * step validates and converts only the messages added since (default: a fresh one, all of them).
    */
   readonly prompt?: ModelPrompt;
+  /**
+   * Streams the response (the model's `doStream`) and tells each piece as it arrives: a `start` at
+   * the beginning of every try (a retry starts over), then text, reasoning and tool-input deltas,
+   * then `finish`. The response returned is the whole one, as `doGenerate` would give it. What this
+   * throws is ignored.
+   */
+  readonly onDelta?: (delta: ModelDelta) => void;
 }
+
+/** A piece of a streamed response, as it arrives. */
+export type ModelDelta =
+  | { readonly type: 'start' }
+  | { readonly type: 'text' | 'reasoning'; readonly text: string }
+  /** A tool call begins: `index` is its place among the response's calls (0, 1, …). */
+  | { readonly type: 'tool-call-start'; readonly index: number; readonly toolName: string }
+  | { readonly type: 'tool-input'; readonly index: number; readonly text: string }
+  | { readonly type: 'finish'; readonly finishReason: string };
 
 /** Whether a failed model call may succeed later (an outage, a rate limit, a timeout). */
 export function isTransientModelFailure(error: unknown): boolean {
@@ -125,7 +142,10 @@ export async function callModel(options: CallModelOptions): Promise<ModelTurn> {
       maxRetries: options.maxRetries ?? DEFAULT_MODEL_RETRIES,
       abortSignal: signal,
     });
-    const result = await retry(() => model.doGenerate(call));
+    const onDelta = options.onDelta;
+    const result = await retry(() =>
+      onDelta === undefined ? model.doGenerate(call) : streamed(model, call, onDelta),
+    );
     return turnOf(sdk, result, options.tools, model.modelId);
   } catch (error) {
     if (options.signal?.aborted === true) throw options.signal.reason;
@@ -141,6 +161,123 @@ export async function callModel(options: CallModelOptions): Promise<ModelTurn> {
     if (isOncelyError(error)) throw error;
     throw callFailed(await aiRuntime(), options.model, error);
   }
+}
+
+/** Tells a delta; an observer's failure is not the call's. */
+function tell(onDelta: (delta: ModelDelta) => void, delta: ModelDelta): void {
+  try {
+    onDelta(delta);
+  } catch {
+    // ignored
+  }
+}
+
+type TextContent = Extract<LanguageModelV3Content, { type: 'text' | 'reasoning' }>;
+type Mutable<T> = { -readonly [K in keyof T]: T[K] };
+
+/**
+ * The model's streamed response, told piece by piece as it arrives, gathered into the response
+ * `doGenerate` would have given: text and reasoning parts in the order they began (each with what
+ * its provider attached), tool calls as the stream completes them, the finish reason and usage. An
+ * error part throws (the SDK's retry may try again, from a new `start`).
+ */
+async function streamed(
+  model: LanguageModelV3,
+  call: LanguageModelV3CallOptions,
+  onDelta: (delta: ModelDelta) => void,
+): Promise<LanguageModelV3GenerateResult> {
+  tell(onDelta, { type: 'start' });
+  const { stream } = await model.doStream(call);
+  const content: LanguageModelV3Content[] = [];
+  const open = new Map<string, Mutable<TextContent>>();
+  const inputs = new Map<string, number>();
+  let finishReason: LanguageModelV3GenerateResult['finishReason'] | undefined;
+  let usage: LanguageModelV3GenerateResult['usage'] | undefined;
+  let modelId: string | undefined;
+  const reader = stream.getReader();
+  try {
+    for (;;) {
+      const { done, value: part } = await reader.read();
+      if (done) break;
+      switch (part.type) {
+        case 'text-start':
+        case 'reasoning-start': {
+          const type = part.type === 'text-start' ? 'text' : 'reasoning';
+          const text: Mutable<TextContent> = {
+            type,
+            text: '',
+            ...(part.providerMetadata === undefined ? {} : { providerMetadata: part.providerMetadata }),
+          };
+          open.set(`${type}:${part.id}`, text);
+          content.push(text);
+          break;
+        }
+        case 'text-delta':
+        case 'reasoning-delta': {
+          const type = part.type === 'text-delta' ? 'text' : 'reasoning';
+          const text = open.get(`${type}:${part.id}`);
+          if (text === undefined) break;
+          text.text += part.delta;
+          if (part.delta !== '') tell(onDelta, { type, text: part.delta });
+          break;
+        }
+        case 'text-end':
+        case 'reasoning-end': {
+          const text = open.get(`${part.type === 'text-end' ? 'text' : 'reasoning'}:${part.id}`);
+          if (text !== undefined && part.providerMetadata !== undefined) {
+            text.providerMetadata = { ...text.providerMetadata, ...part.providerMetadata };
+          }
+          break;
+        }
+        case 'tool-input-start':
+          if (part.providerExecuted === true) break;
+          inputs.set(part.id, inputs.size);
+          tell(onDelta, { type: 'tool-call-start', index: inputs.get(part.id)!, toolName: part.toolName });
+          break;
+        case 'tool-input-delta': {
+          const index = inputs.get(part.id);
+          if (index !== undefined && part.delta !== '')
+            tell(onDelta, { type: 'tool-input', index, text: part.delta });
+          break;
+        }
+        case 'tool-call':
+          if (part.providerExecuted !== true && !inputs.has(part.toolCallId)) {
+            inputs.set(part.toolCallId, inputs.size);
+            tell(onDelta, {
+              type: 'tool-call-start',
+              index: inputs.get(part.toolCallId)!,
+              toolName: part.toolName,
+            });
+          }
+          content.push(part);
+          break;
+        case 'response-metadata':
+          if (part.modelId !== undefined) modelId = part.modelId;
+          break;
+        case 'finish':
+          finishReason = part.finishReason;
+          usage = part.usage;
+          break;
+        case 'error':
+          throw part.error;
+        default:
+          break;
+      }
+    }
+  } finally {
+    reader.releaseLock();
+  }
+  if (finishReason === undefined || usage === undefined) {
+    throw new TypeError('the model stream ended without a finish part (the connection may have dropped)');
+  }
+  tell(onDelta, { type: 'finish', finishReason: finishReason.unified });
+  return {
+    content,
+    finishReason,
+    usage,
+    warnings: [],
+    ...(modelId === undefined ? {} : { response: { modelId } }),
+  };
 }
 
 /** The tools as the provider takes them (description and JSON Schema), made once per tool list. */

@@ -16,6 +16,7 @@ export {
   type ModelTurnPart,
   type ModelToolCall,
   type ModelUsage,
+  type ModelDelta,
 } from './call-model.js';
 export { ModelPrompt } from './model-prompt.js';
 export { createModel, type CreateModelOptions } from './providers.js';

@@ -75,6 +75,8 @@ export const modelConfigSchema = z.discriminatedUnion('provider', [
       script: z.string().min(1).optional(),
       /** Milliseconds each response takes, as a network model's would; default 0. */
       latency_ms: z.number().int().min(0).max(600_000).optional(),
+      /** Milliseconds between the pieces of a streamed response; default 0. */
+      chunk_delay_ms: z.number().int().min(0).max(60_000).optional(),
     })
     .refine((c) => (c.steps === undefined) !== (c.script === undefined), {
       message: 'give either steps (a list of steps) or script (a JSON file of steps), not both or neither',

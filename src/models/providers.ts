@@ -67,7 +67,10 @@ export async function createModel(
     }
     case 'scripted': {
       const steps = c.steps ?? (await readScript(resolve(options.baseDir ?? process.cwd(), c.script ?? '')));
-      return scriptedModel(steps, c.latency_ms === undefined ? {} : { latencyMs: c.latency_ms });
+      return scriptedModel(steps, {
+        ...(c.latency_ms === undefined ? {} : { latencyMs: c.latency_ms }),
+        ...(c.chunk_delay_ms === undefined ? {} : { chunkDelayMs: c.chunk_delay_ms }),
+      });
     }
   }
 }

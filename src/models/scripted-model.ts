@@ -59,6 +59,11 @@ export interface ScriptedModelOptions {
    * they wait on the model); the call's abort signal ends the wait. Default 0.
    */
   readonly latencyMs?: number;
+  /**
+   * Milliseconds between the pieces of a streamed response (`doStream` sends the text a word at a
+   * time, and each call's input in pieces), as a network model streams. Default 0.
+   */
+  readonly chunkDelayMs?: number;
 }
 
 /** A language model that plays a script, and remembers every prompt it was given. */
@@ -80,12 +85,14 @@ class ScriptedLanguageModel implements ScriptedModel {
   readonly supportedUrls: Record<string, RegExp[]> = { '*/*': [/^https?:\/\//] };
   readonly #script: Script;
   readonly #latencyMs: number;
+  readonly #chunkDelayMs: number;
   readonly #received: LanguageModelV3Prompt[] = [];
 
   constructor(script: Script, options: ScriptedModelOptions) {
     this.#script = script;
     this.modelId = options.modelId ?? 'scripted';
     this.#latencyMs = options.latencyMs ?? 0;
+    this.#chunkDelayMs = options.chunkDelayMs ?? 0;
   }
 
   get received(): readonly LanguageModelV3Prompt[] {
@@ -103,17 +110,29 @@ class ScriptedLanguageModel implements ScriptedModel {
     for (const part of contentOf(step)) {
       if (part.type === 'text') {
         parts.push({ type: 'text-start', id: 'text_1' });
-        parts.push({ type: 'text-delta', id: 'text_1', delta: part.text });
+        for (const word of part.text.match(/\S+\s*|\s+/g) ?? []) {
+          parts.push({ type: 'text-delta', id: 'text_1', delta: word });
+        }
         parts.push({ type: 'text-end', id: 'text_1' });
       } else if (part.type === 'tool-call') {
+        parts.push({ type: 'tool-input-start', id: part.toolCallId, toolName: part.toolName });
+        for (let at = 0; at < part.input.length; at += 16) {
+          parts.push({ type: 'tool-input-delta', id: part.toolCallId, delta: part.input.slice(at, at + 16) });
+        }
+        parts.push({ type: 'tool-input-end', id: part.toolCallId });
         parts.push(part);
       }
     }
     parts.push({ type: 'finish', finishReason: finishOf(step), usage: usageOf(step) });
+    const delayMs = this.#chunkDelayMs;
+    const signal = options.abortSignal;
+    let next = 0;
     const stream = new ReadableStream<LanguageModelV3StreamPart>({
-      start(controller) {
-        for (const part of parts) controller.enqueue(part);
-        controller.close();
+      async pull(controller) {
+        if (next > 0 && delayMs > 0) await sleep(delayMs, undefined, signal ? { signal } : {});
+        const part = parts[next++];
+        if (part === undefined) controller.close();
+        else controller.enqueue(part);
       },
     });
     return { stream };

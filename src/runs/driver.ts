@@ -8,6 +8,7 @@ import {
   isTransientModelFailure,
   type ModelTurn,
   type ModelUsage,
+  type ModelDelta,
 } from '../models/index.js';
 import type { ErrorInfo } from '../ledger/index.js';
 import {
@@ -22,6 +23,7 @@ import type { Tool } from '../tools/index.js';
 import { Lease } from './lease.js';
 import { asModelMessages, isBuiltHere, recordTurn } from './messages.js';
 import { settleStep } from './settle-step.js';
+import { DeltaBus, DeltaPublisher } from './stream-deltas.js';
 import {
   ROOT_CONTEXT,
   SpanKind,
@@ -52,6 +54,8 @@ export interface DriverOptions {
    * (nothing in flight, everything durable), queued for another process to claim at once.
    */
   readonly handingOff?: () => boolean;
+  /** Where a streaming agent's deltas go in this process (the runtime's bus). */
+  readonly deltas?: DeltaBus;
 }
 
 /** Why a stopping process let go of a run at a step boundary. */
@@ -117,6 +121,9 @@ export class RunDriver {
   readonly retryBaseMs: number;
   readonly onModelResponse: DriverOptions['onModelResponse'];
   readonly #handingOff: () => boolean;
+  readonly #deltas: DeltaBus | undefined;
+  /** Model calls this drive streamed (each retry a new one): names each stream's deltas. */
+  #streams = 0;
   readonly tools: ReadonlyMap<string, Tool>;
   readonly run: RunRecord;
   readonly lease: Lease;
@@ -150,6 +157,7 @@ export class RunDriver {
     this.retryBaseMs = options.retryBaseMs ?? DEFAULT_RETRY_BASE_MS;
     this.onModelResponse = options.onModelResponse;
     this.#handingOff = options.handingOff ?? (() => false);
+    this.#deltas = options.deltas;
     this.tools = new Map(options.agent.tools.map((t) => [t.name, t]));
     this.run = run;
     this.#checkpoint = run.checkpoint;
@@ -497,15 +505,22 @@ export class RunDriver {
         }),
       },
       async (span) => {
-        const turn = await callModel({
-          model,
-          system: this.agent.instructions,
-          messages: asModelMessages(messages),
-          tools: this.agent.tools,
-          signal: this.lease.signal,
-          timeoutMs: this.agent.modelTimeoutMs,
-          prompt: this.#prompt,
-        });
+        const publisher = this.#deltaPublisher(step);
+        let turn: ModelTurn;
+        try {
+          turn = await callModel({
+            model,
+            system: this.agent.instructions,
+            messages: asModelMessages(messages),
+            tools: this.agent.tools,
+            signal: this.lease.signal,
+            timeoutMs: this.agent.modelTimeoutMs,
+            prompt: this.#prompt,
+            ...(publisher === undefined ? {} : { onDelta: (delta) => publisher.add(delta) }),
+          });
+        } finally {
+          await publisher?.close();
+        }
         if (span.isRecording()) {
           span.setAttributes({
             ...definedAttributes({
@@ -520,6 +535,40 @@ export class RunDriver {
         return turn;
       },
     );
+  }
+
+  /**
+   * Where a streaming agent's deltas of this step go: a publisher per try of the model call (a retry
+   * starts a new stream, named anew, so a client sees the model asked again). Undefined for an agent
+   * that does not stream.
+   */
+  #deltaPublisher(step: number): { add(delta: ModelDelta): void; close(): Promise<void> } | undefined {
+    if (!this.agent.stream) return undefined;
+    const bus = this.#deltas ?? new DeltaBus();
+    const wakeups = this.ledger.store.wakeups;
+    const publish = wakeups?.publishDeltas?.bind(wakeups);
+    const made: DeltaPublisher[] = [];
+    const open = (): DeltaPublisher => {
+      const publisher = new DeltaPublisher(bus, publish, {
+        origin: this.owner,
+        tenantId: this.run.tenantId,
+        runId: this.run.runId,
+        step,
+        epoch: this.lease.epoch,
+        stream: ++this.#streams,
+      });
+      made.push(publisher);
+      return publisher;
+    };
+    let current: DeltaPublisher | undefined;
+    return {
+      // Each try of the call begins with a start: a stream of its own.
+      add: (delta) =>
+        (delta.type === 'start' || current === undefined ? (current = open()) : current).add(delta),
+      close: async () => {
+        await Promise.all(made.map((p) => p.close()));
+      },
+    };
   }
 
   /**

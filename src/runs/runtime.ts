@@ -45,6 +45,7 @@ import {
   type ModelResponseInfo,
 } from './driver.js';
 import { initialMessages } from './messages.js';
+import { DeltaBus } from './stream-deltas.js';
 import { uiMessages, userMessage, type UiMessage, type UserContent } from './conversation.js';
 import { resumeIfReady, sweepWaiting } from './resume.js';
 
@@ -160,6 +161,12 @@ export class Runtime {
   readonly #drivers = new Set<RunDriver>();
   #closed = false;
   #handingOff = false;
+  /**
+   * The deltas of the model responses this runtime streams (agents with `stream: true`), as they
+   * arrive: what an API server in this process streams to its clients (other processes hear them
+   * through the store's wake-ups).
+   */
+  readonly deltas = new DeltaBus();
 
   constructor(store: Store, options: RuntimeOptions & { ownsStore?: boolean }) {
     this.owner = options.owner ?? `${hostname()}:${process.pid}`;
@@ -377,6 +384,7 @@ export class Runtime {
         retryBaseMs: this.retryBaseMs,
         ...(this.onModelResponse === undefined ? {} : { onModelResponse: this.onModelResponse }),
         handingOff: () => this.#handingOff,
+        deltas: this.deltas,
       },
       run,
     );

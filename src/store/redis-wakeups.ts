@@ -13,6 +13,8 @@ import {
 
 /** The channel wake-ups are published on. */
 export const REDIS_WAKE_CHANNEL = 'oncely:wake';
+/** The channel streamed model deltas are published on (every run's; a listener keeps its own). */
+export const REDIS_DELTAS_CHANNEL = 'oncely:deltas';
 /**
  * A run's event stream: a Redis stream per run (this prefix, then the tenant and run id joined by the
  * unit separator) that the process writing the run's events adds an entry to, after its write.
@@ -106,6 +108,11 @@ export class RedisWakeups implements Wakeups {
       .catch(() => undefined);
   }
 
+  /** Publishes a batch of a run's streamed deltas; a Redis that is away drops it. */
+  async publishDeltas(_tenantId: string, _runId: string, payload: string): Promise<void> {
+    await this.publisher.publish(REDIS_DELTAS_CHANNEL, payload).catch(() => undefined);
+  }
+
   listen(listen: WakeListenOptions): WakeListener {
     const subscriber = new this.RedisClass(this.url, subscriberOptions());
     let listening = false;
@@ -119,6 +126,8 @@ export class RedisWakeups implements Wakeups {
     subscriber.on('message', (channel: string, message: string) => {
       if (channel === REDIS_WAKE_CHANNEL && WAKE_KINDS.includes(message as WakeKind)) {
         listen.onWake(message as WakeKind);
+      } else if (channel === REDIS_DELTAS_CHANNEL) {
+        listen.onDeltas?.(message);
       }
     });
     // Subscribed again after every reconnect (ioredis re-sends SUBSCRIBE when it is ready).
@@ -131,7 +140,9 @@ export class RedisWakeups implements Wakeups {
     subscriber.on('error', lost);
     subscriber.on('close', () => lost(new Error('the Redis connection closed')));
     const streams = listen.onRunEvents === undefined ? undefined : this.readRunStreams(listen.onRunEvents);
-    void subscriber.subscribe(REDIS_WAKE_CHANNEL).then(
+    const channels =
+      listen.onDeltas === undefined ? [REDIS_WAKE_CHANNEL] : [REDIS_WAKE_CHANNEL, REDIS_DELTAS_CHANNEL];
+    void subscriber.subscribe(...channels).then(
       () => {
         subscribed = true;
         markListening();

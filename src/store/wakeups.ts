@@ -39,6 +39,12 @@ export interface WakeListenOptions {
    * Speed, never truth: a stream still reads on.
    */
   readonly onRunEvents?: (tenantId: string, runId: string) => void;
+  /**
+   * Told of each batch of streamed model deltas another process published (JSON, as it was sent), for
+   * the runs this listener watches (PostgreSQL sends only watched runs'; Redis sends all, and the
+   * listener keeps its own). Heard only by a listener that asks.
+   */
+  readonly onDeltas?: (payload: string) => void;
   /** Told when the connection is lost (with why) and when it listens again. */
   readonly onState?: (state: 'listening' | 'lost', error?: unknown) => void;
 }
@@ -46,6 +52,12 @@ export interface WakeListenOptions {
 export interface Wakeups {
   /** Listens on a connection of its own, reconnecting with backoff when it is lost. */
   listen(options: WakeListenOptions): WakeListener;
+  /**
+   * Publishes a batch of a run's streamed model deltas (JSON, at most a few kilobytes) to the
+   * processes streaming its events; resolves once sent, or dropped (nobody watching, the connection
+   * away): speed, never truth.
+   */
+  publishDeltas?(tenantId: string, runId: string, payload: string): Promise<void>;
 }
 
 export const WAKE_KINDS: readonly WakeKind[] = ['queued', 'settled'];

@@ -6,6 +6,7 @@ import { BEARER, type ApiApp, type ApiContext } from '../context.js';
 import { REVOKED_EVENT, keyRevoked, openStream } from '../event-stream.js';
 import { toRunEvent } from '../present.js';
 import type { RunEar } from '../run-event-bell.js';
+import type { DeltaBatch } from '../../runs/stream-deltas.js';
 import { authErrors, errorEnvelopeSchema, runIdSchema } from '../schemas/common.js';
 import { runEventsQuery } from '../schemas/runs.js';
 
@@ -24,7 +25,10 @@ const schema = {
     "Each event has its id (its number in the run: 1, 2, 3…, assigned under the run's lock, so a " +
     'stream never skips one that commits late), its type as the event name, and the event as JSON ' +
     'data. Resume with the Last-Event-ID header (or ?after=ID); the stream ends once the run is final ' +
-    'and every event has been sent.',
+    'and every event has been sent. An agent that streams also sends `model.delta` events without an ' +
+    'id as its model answers (text, reasoning and tool-call deltas; a `start` marked `restarted` when ' +
+    'a step is asked again after its driver died mid-answer); they are not durable: the ' +
+    '`model.response` event that follows holds the whole response.',
   tags: ['runs'],
   security: BEARER,
   params,
@@ -70,6 +74,7 @@ async function* eventLines(
   ear: RunEar,
 ): AsyncGenerator<string> {
   let last = at.after;
+  const live = new LiveResponses();
   let lastWrite = Date.now();
   let keyCheckedAt = Date.now();
   yield `retry: 2000\n: events of ${at.runId}\n\n`;
@@ -88,16 +93,66 @@ async function* eventLines(
     const events = await store.runs.events(at.tenantId, at.runId, last, BATCH);
     for (const event of events) {
       last = event.seq;
+      if (event.type === 'model.response') live.answered(event.data);
       yield `id: ${event.seq}\nevent: ${event.type}\ndata: ${JSON.stringify(toRunEvent(event))}\n\n`;
       lastWrite = Date.now();
     }
     if (events.length === BATCH) continue;
+    // The deltas of responses still streaming (a response already durable was sent whole above).
+    for (const line of live.lines(ear.takeDeltas())) {
+      yield line;
+      lastWrite = Date.now();
+    }
     if (run === undefined || isFinalRunStatus(run.status)) return;
     if (Date.now() - lastWrite >= timing.heartbeatMs) {
       yield ': keep-alive\n\n';
       lastWrite = Date.now();
     }
-    // Until the next poll, or sooner when a process writes this run's events (LISTEN/NOTIFY, Redis).
-    await ear.wait(timing.pollMs, signal);
+    // Until the next poll, or sooner when a process writes this run's events (LISTEN/NOTIFY, Redis);
+    // streamed deltas are sent as they come meanwhile, without reading the store again.
+    const pollAt = Date.now() + timing.pollMs;
+    while ((await ear.wait(Math.max(0, pollAt - Date.now()), signal)) === 'deltas' && !signal.aborted) {
+      for (const line of live.lines(ear.takeDeltas())) yield line;
+      lastWrite = Date.now();
+      if (Date.now() >= pollAt) break;
+    }
+  }
+}
+
+/**
+ * What a stream sends of the model's responses while they stream: `model.delta` events without an
+ * id (they are not durable: a client resuming from Last-Event-ID gets the whole response in its
+ * `model.response` event instead), each delta once and in order, none of a step whose response is
+ * already durable. A stream that begins again for a step already begun (its driver died or lost
+ * the model mid-answer, and the step is asked again) starts with `restarted: true`.
+ */
+export class LiveResponses {
+  /** The last step whose response was sent whole. */
+  #answered = 0;
+  /** Per step, the stream whose deltas were sent (epoch:stream). */
+  readonly #streamOf = new Map<number, string>();
+  /** Per stream, the last delta sent. */
+  readonly #seqOf = new Map<string, number>();
+
+  /** A durable `model.response` was sent: its step streams no more. */
+  answered(data: unknown): void {
+    const step = (data as { step?: unknown } | null)?.step;
+    if (typeof step === 'number' && step > this.#answered) this.#answered = step;
+  }
+
+  *lines(batches: readonly DeltaBatch[]): Generator<string> {
+    for (const batch of batches) {
+      if (batch.step <= this.#answered) continue;
+      const name = `${batch.epoch}:${batch.stream}`;
+      for (const delta of batch.deltas) {
+        if (delta.seq <= (this.#seqOf.get(name) ?? 0)) continue;
+        this.#seqOf.set(name, delta.seq);
+        const was = this.#streamOf.get(batch.step);
+        this.#streamOf.set(batch.step, name);
+        const restarted = delta.type === 'start' ? { restarted: was !== undefined && was !== name } : {};
+        const data = { step: batch.step, epoch: batch.epoch, stream: batch.stream, ...delta, ...restarted };
+        yield `event: model.delta\ndata: ${JSON.stringify(data)}\n\n`;
+      }
+    }
   }
 }

@@ -261,7 +261,7 @@ export class PostgresStore implements Store {
     return new PostgresStore(
       pool,
       hotPool,
-      new PostgresWakeups(url),
+      new PostgresWakeups(url, (text, params) => pool.query(text, params)),
       options.groupCommit ?? DEFAULT_GROUP_COMMIT,
     );
   }

@@ -17,6 +17,11 @@ export const WAKE_CHANNEL = 'oncely_wake';
 export const WAKEUPS_APPLICATION_NAME = 'oncely wake-ups';
 /** The channel run-event writes notify (migration 0011), listened to only when asked. */
 export const RUN_EVENTS_CHANNEL = 'oncely_run_events';
+/** The channel streamed model deltas are sent on, for watched runs only; listened to only when asked. */
+export const DELTAS_CHANNEL = 'oncely_deltas';
+/** A batch of deltas notified only when some API process watches the run (as run events are). */
+const NOTIFY_DELTAS = `SELECT pg_notify('${DELTAS_CHANNEL}', $3) FROM run_event_watches
+WHERE tenant_id = $1 AND run_id = $2 AND expires_at > now() LIMIT 1`;
 const FIRST_RETRY_MS = 100;
 const MAX_RETRY_MS = 5_000;
 const CONNECT_TIMEOUT_MS = 5_000;
@@ -42,10 +47,18 @@ const UNWATCH_ALL = 'DELETE FROM run_event_watches WHERE watcher = $1';
  * closed; meanwhile nothing is heard and the worker's polling does the work.
  */
 export class PostgresWakeups implements Wakeups {
-  constructor(private readonly url: string) {}
+  /** `query` sends a statement on one of the store's pools (for the deltas' NOTIFY). */
+  constructor(
+    private readonly url: string,
+    private readonly query?: (text: string, params: unknown[]) => Promise<unknown>,
+  ) {}
 
   listen(options: WakeListenOptions): WakeListener {
     return new Listening(this.url, options);
+  }
+
+  async publishDeltas(tenantId: string, runId: string, payload: string): Promise<void> {
+    await this.query?.(NOTIFY_DELTAS, [tenantId, runId, payload]).catch(() => undefined);
   }
 }
 
@@ -146,6 +159,10 @@ class Listening implements WakeListener {
     client.on('error', onLost);
     client.on('end', () => onLost(new Error('the listening connection ended')));
     client.on('notification', (message) => {
+      if (message.channel === DELTAS_CHANNEL) {
+        if (message.payload !== undefined) this.options.onDeltas?.(message.payload);
+        return;
+      }
       if (message.channel === RUN_EVENTS_CHANNEL) {
         const run = parseRunEventsHint(message.payload ?? '');
         if (run !== undefined) this.options.onRunEvents?.(run.tenantId, run.runId);
@@ -159,6 +176,7 @@ class Listening implements WakeListener {
       await client.connect();
       await client.query(`LISTEN ${WAKE_CHANNEL}`);
       if (this.options.onRunEvents !== undefined) await client.query(`LISTEN ${RUN_EVENTS_CHANNEL}`);
+      if (this.options.onDeltas !== undefined) await client.query(`LISTEN ${DELTAS_CHANNEL}`);
     } catch (error) {
       onLost(error);
       return;

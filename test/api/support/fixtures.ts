@@ -110,6 +110,23 @@ export function apiFixtures(): Fixtures {
         ),
         tools: [credit],
       }),
+      // Streams its answers a word at a time (20 ms apart): a credit, then the final text.
+      defineAgent({
+        name: 'stream-agent',
+        instructions: 'Credit acct_1, saying what you do.',
+        model: scriptedModel(
+          [
+            {
+              text: 'Let me credit that for you now.',
+              toolCalls: [{ toolName: 'issue_credit', input: { accountId: 'acct_1', amountCents: 100 } }],
+            },
+            { text: 'Done: I credited one dollar to acct_1 just now.' },
+          ],
+          { chunkDelayMs: 20 },
+        ),
+        tools: [credit],
+        stream: true,
+      }),
     ],
   };
 }
