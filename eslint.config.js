@@ -45,11 +45,29 @@ export default defineConfig(
     },
   },
   {
-    files: ['scripts/**/*.mjs', 'test/**/*.mjs', 'bench/**/*.mjs', 'eslint.config.js'],
+    files: ['scripts/**/*.mjs', 'test/**/*.mjs', 'bench/**/*.mjs', 'examples/**/*.mjs', 'eslint.config.js'],
     ...tseslint.configs.disableTypeChecked,
     languageOptions: {
       ...tseslint.configs.disableTypeChecked.languageOptions,
       globals: nodeGlobals,
+    },
+  },
+  {
+    // The chat example's page: plain browser JavaScript, no build.
+    files: ['examples/**/public/*.js'],
+    ...tseslint.configs.disableTypeChecked,
+    languageOptions: {
+      ...tseslint.configs.disableTypeChecked.languageOptions,
+      sourceType: 'module',
+      globals: {
+        document: 'readonly',
+        window: 'readonly',
+        fetch: 'readonly',
+        EventSource: 'readonly',
+        crypto: 'readonly',
+        console: 'readonly',
+        URL: 'readonly',
+      },
     },
   },
 );

@@ -66,7 +66,7 @@ export async function userMessage(content: unknown): Promise<JsonValue> {
             if (part.type === 'json') {
               return { type: 'text', text: JSON.stringify(jsonPart(part.value)) };
             }
-            return part as JsonValue;
+            return part;
           }),
   };
   const checked = await (await aiRuntime()).ai.modelMessageSchema.safeParseAsync(message);
