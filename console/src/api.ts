@@ -77,6 +77,13 @@ export interface Run {
   readonly step: number;
   readonly pending_calls: readonly { idempotency_key: string; tool_name: string; heard: string | null }[];
   readonly lease: { owner: string | null; epoch: number; expires_at: string | null };
+  readonly turn: number;
+  readonly usage: {
+    readonly input_tokens: number;
+    readonly output_tokens: number;
+    readonly total_tokens: number;
+  };
+  readonly token_budget: number | null;
   readonly created_at: string;
   readonly updated_at: string;
 }

@@ -459,6 +459,13 @@ function eventItem(e: RunEvent, highlight?: string): HTMLElement | null {
           ),
     );
   }
+  if (e.type === 'run.message') {
+    return h(
+      'li',
+      { class: 'turn user' },
+      `A new message: turn ${String(e.data.turn)} (${String(e.data.clientMessageId)})`,
+    );
+  }
   if (e.type === 'tool.settled') {
     return h(
       'li',
@@ -677,6 +684,12 @@ export const runView: View = async (main, ctx) => {
       facts([
         ['Agent', run.agent],
         ['Step', String(run.step)],
+        ['Turn', String(run.turn)],
+        [
+          'Tokens',
+          `${String(run.usage.total_tokens)} (input ${String(run.usage.input_tokens)}, output ${String(run.usage.output_tokens)})` +
+            (run.token_budget === null ? '' : ` of a budget of ${String(run.token_budget)}`),
+        ],
         ['Why', run.status_reason],
         ['Error', run.error === null ? null : `${run.error.code}: ${run.error.message}`],
         ['Held by', run.lease.owner === null ? null : `${run.lease.owner} (epoch ${run.lease.epoch})`],
