@@ -118,26 +118,70 @@ describe('scriptedModel', () => {
     expect(model.received).toEqual([p1, p2]);
   });
 
-  it('streams the same content', async () => {
+  it('streams the same content: the text a word at a time, each call input in pieces, then the call', async () => {
     const model = scriptedModel(steps);
     const { stream } = await model.doStream(call([user('hi')]));
-    const parts: unknown[] = [];
+    const parts: { type: string; delta?: string; input?: string }[] = [];
     for await (const part of stream) parts.push(part);
-    expect(parts.map((p) => (p as { type: string }).type)).toEqual([
+    expect(parts.map((p) => p.type)).toEqual([
       'stream-start',
       'text-start',
       'text-delta',
+      'text-delta',
+      'text-delta',
       'text-end',
+      'tool-input-start',
+      'tool-input-delta',
+      'tool-input-delta',
+      'tool-input-end',
       'tool-call',
+      'tool-input-start',
+      'tool-input-delta',
+      'tool-input-delta',
+      'tool-input-end',
       'tool-call',
       'finish',
     ]);
+    expect(parts.filter((p) => p.type === 'text-delta').map((p) => p.delta)).toEqual([
+      'Let ',
+      'me ',
+      'look.',
+    ]);
+    const firstInput = parts.slice(6, 10).filter((p) => p.type === 'tool-input-delta');
+    expect(firstInput.map((p) => p.delta).join('')).toBe(parts[10]!.input);
     expect(parts.at(-1)).toMatchObject({ finishReason: { unified: 'tool-calls' } });
+  });
+
+  it('reports the usage a step gives, and none otherwise', async () => {
+    const model = scriptedModel([
+      { text: 'a', usage: { inputTokens: 10, outputTokens: 4, reasoningTokens: 1, cachedInputTokens: 3 } },
+      { text: 'b' },
+    ]);
+    const first = await model.doGenerate(call([user('hi')]));
+    expect(first.usage).toEqual({
+      inputTokens: { total: 10, noCache: 7, cacheRead: 3, cacheWrite: undefined },
+      outputTokens: { total: 4, text: 3, reasoning: 1 },
+    });
+    const second = await model.doGenerate(call([user('hi'), assistant('a'), user('more')]));
+    expect(second.usage.inputTokens.total).toBeUndefined();
+  });
+
+  it('waits chunkDelayMs between the pieces of a stream', async () => {
+    const model = scriptedModel([{ text: 'one two three' }], { chunkDelayMs: 30 });
+    const { stream } = await model.doStream(call([user('hi')]));
+    const started = Date.now();
+    const seen: unknown[] = [];
+    for await (const part of stream) seen.push(part);
+    const parts = seen.length;
+    // Six pieces after the first: at least 5 gaps of 30 ms.
+    expect(parts).toBe(7);
+    expect(Date.now() - started).toBeGreaterThanOrEqual(150);
   });
 
   it('is a v3 language model of provider oncely', () => {
     const model = scriptedModel([]);
     expect([model.specificationVersion, model.provider, model.modelId]).toEqual(['v3', 'oncely', 'scripted']);
-    expect(model.supportedUrls).toEqual({});
+    // It reads no file: a file part by URL is handed to it as the URL, never downloaded.
+    expect(model.supportedUrls).toEqual({ '*/*': [/^https?:\/\//] });
   });
 });
