@@ -122,7 +122,9 @@ describe.runIf(hasChromium).each(['sqlite', 'postgres'] as const)('the chat exam
     );
     const whole: Record<string, string> = {
       '1': 'Sorry to hear that! Let me look up order ord_1001.',
-      '2': 'Order ord_1001 was $42.00, and it qualifies.',
+      '2':
+        'Order ord_1001 was $42.00, and it qualifies. I am refunding the full amount; a supervisor ' +
+        'approves every refund, so this may take a moment.',
     };
     expect(whole[partial.step]?.startsWith(partial.text.trimEnd()), JSON.stringify(partial)).toBe(true);
 
