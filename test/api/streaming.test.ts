@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openRuntime } from '../../src/runs/index.js';
 import { openStore } from '../../src/store/index.js';
 import { DIALECTS, TENANT, ApiHarness } from './support/harness.js';
+import { readSse, type SseEvent } from '../support/sse.js';
 
 /*
  * Streamed answers: an agent with `stream: true` sends its model's deltas to the run's event stream
@@ -9,49 +10,6 @@ import { DIALECTS, TENANT, ApiHarness } from './support/harness.js';
  * that holds the whole response; a client that resumes with Last-Event-ID gets the whole response of
  * a step it missed, never a part of one. Read by a real SSE client (fetch) from a real server.
  */
-
-interface SseEvent {
-  readonly id: string | undefined;
-  readonly event: string;
-  readonly data: Record<string, unknown>;
-}
-
-/** Reads a server-sent event stream until it ends, or `until` says stop (then the connection is closed). */
-async function readStream(
-  response: Response,
-  until: (events: SseEvent[]) => boolean = () => false,
-): Promise<SseEvent[]> {
-  const events: SseEvent[] = [];
-  const reader = response.body!.pipeThrough(new TextDecoderStream()).getReader();
-  let buffer = '';
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    buffer += value;
-    for (let end = buffer.indexOf('\n\n'); end >= 0; end = buffer.indexOf('\n\n')) {
-      const block = buffer.slice(0, end);
-      buffer = buffer.slice(end + 2);
-      const fields = new Map<string, string>();
-      for (const line of block.split('\n')) {
-        if (line.startsWith(':') || !line.includes(': ')) continue;
-        fields.set(line.slice(0, line.indexOf(': ')), line.slice(line.indexOf(': ') + 2));
-      }
-      const event = fields.get('event');
-      if (event !== undefined) {
-        events.push({
-          id: fields.get('id'),
-          event,
-          data: JSON.parse(fields.get('data')!) as Record<string, unknown>,
-        });
-      }
-    }
-    if (until(events)) {
-      await reader.cancel();
-      break;
-    }
-  }
-  return events;
-}
 
 const deltasOf = (events: readonly SseEvent[], step: number, type: string): SseEvent[] =>
   events.filter((e) => e.event === 'model.delta' && e.data.step === step && e.data.type === type);
@@ -88,7 +46,7 @@ describe.each(DIALECTS)('streamed answers on %s', (dialect) => {
     await h.runtime.startRun({ tenantId: TENANT, agent: 'stream-agent', input: 'credit me', runId });
     const response = await open(runId);
     expect(response.status).toBe(200);
-    const reading = readStream(response);
+    const reading = readSse(response);
     const run = await h.runtime.drive(TENANT, runId);
     expect(run.status).toBe('completed');
     const events = await reading;
@@ -128,11 +86,13 @@ describe.each(DIALECTS)('streamed answers on %s', (dialect) => {
     await h.runtime.startRun({ tenantId: TENANT, agent: 'stream-agent', input: 'credit me', runId });
     const driving = h.runtime.drive(TENANT, runId);
     // Leave in the middle of the second step's answer.
-    const first = await readStream(await open(runId), (events) => deltasOf(events, 2, 'text').length >= 2);
+    const first = await readSse(await open(runId), {
+      until: (events) => deltasOf(events, 2, 'text').length >= 2,
+    });
     const lastDurable = first.filter((e) => e.id !== undefined).at(-1)!;
     expect(responseOf(first, 2)).toBeUndefined();
     expect((await driving).status).toBe('completed');
-    const resumed = await readStream(await open(runId, lastDurable.id));
+    const resumed = await readSse(await open(runId, lastDurable.id));
     expect(resumed.filter((e) => e.event === 'model.delta')).toEqual([]);
     expect((responseOf(resumed, 2)!.data.data as { text: string }).text).toBe(
       'Done: I credited one dollar to acct_1 just now.',
@@ -149,7 +109,7 @@ describe.each(DIALECTS)('streamed answers on %s', (dialect) => {
         const runId = h.nextId('run_stream');
         await h.runtime.startRun({ tenantId: TENANT, agent: 'stream-agent', input: 'credit me', runId });
         const response = await open(runId);
-        const reading = readStream(response);
+        const reading = readSse(response);
         // The API's watch is in place once its stream has read once; then the other process drives.
         await new Promise((resolve) => setTimeout(resolve, 300));
         expect((await worker.drive(TENANT, runId)).status).toBe('completed');

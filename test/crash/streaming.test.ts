@@ -8,6 +8,7 @@ import type { Store } from '../../src/store/index.js';
 import { OncelyProcess, waitFor } from '../support/processes.js';
 import { redisUrlOrSkip } from '../support/redis.js';
 import { openTestStore, type OpenedStore, type StoreKind } from '../support/stores.js';
+import { readSse, type SseEvent } from '../support/sse.js';
 
 /*
  * A process killed (SIGKILL) in the middle of a streamed answer: the client watching the run's event
@@ -21,12 +22,6 @@ const LEASE_MS = 1_000;
 const CONFIG = fileURLToPath(new URL('fixture/stream.yaml', import.meta.url));
 const ANSWER = 'One two three four five six seven eight nine ten eleven twelve, and that is all.';
 const redisUrl = await redisUrlOrSkip();
-
-interface SseEvent {
-  readonly id: string | undefined;
-  readonly event: string;
-  readonly data: Record<string, unknown>;
-}
 
 const kinds: StoreKind[] = redisUrl === undefined ? ['postgres'] : ['postgres', 'sqlite'];
 
@@ -86,33 +81,7 @@ describe.each(kinds)('a streamed answer whose process is killed mid-answer, on %
     });
     expect(response.status).toBe(200);
     const events: SseEvent[] = [];
-    const reading = (async () => {
-      const reader = response.body!.pipeThrough(new TextDecoderStream()).getReader();
-      let buffer = '';
-      for (;;) {
-        const { done, value } = await reader.read();
-        if (done) return;
-        buffer += value;
-        for (let end = buffer.indexOf('\n\n'); end >= 0; end = buffer.indexOf('\n\n')) {
-          const block = buffer.slice(0, end);
-          buffer = buffer.slice(end + 2);
-          const fields = new Map<string, string>();
-          for (const line of block.split('\n')) {
-            if (!line.startsWith(':') && line.includes(': ')) {
-              fields.set(line.slice(0, line.indexOf(': ')), line.slice(line.indexOf(': ') + 2));
-            }
-          }
-          const event = fields.get('event');
-          if (event !== undefined) {
-            events.push({
-              id: fields.get('id'),
-              event,
-              data: JSON.parse(fields.get('data')!) as Record<string, unknown>,
-            });
-          }
-        }
-      }
-    })();
+    const reading = readSse(response, { onEvent: (event) => events.push(event) });
     // The stream's watch is in place after its first read; then the first worker answers.
     await new Promise((resolve) => setTimeout(resolve, 300));
     const a = worker();
