@@ -114,11 +114,18 @@ describe.each(DIALECTS)('streamed answers on %s', (dialect) => {
         await new Promise((resolve) => setTimeout(resolve, 300));
         expect((await worker.drive(TENANT, runId)).status).toBe('completed');
         const events = await reading;
-        expect(textOf(events, 2)).toBe('Done: I credited one dollar to acct_1 just now.');
-        const seqs = events
-          .filter((e) => e.event === 'model.delta' && e.data.step === 2)
-          .map((e) => e.data.seq);
-        expect(seqs).toEqual(seqs.map((_, i) => i + 1));
+        // Across processes a delta may reach this server after the response it belongs to was read
+        // (then the client has the whole response and the delta is dropped): what was sent of each
+        // step is its stream from the start, in order.
+        for (const step of [1, 2]) {
+          const sent = events.filter((e) => e.event === 'model.delta' && e.data.step === step);
+          expect(sent.length).toBeGreaterThan(5);
+          expect(sent.map((e) => e.data.seq)).toEqual(sent.map((_, i) => i + 1));
+          expect(sent.every((e) => e.data.origin === undefined && e.data.epoch === 1)).toBe(true);
+          const whole = (responseOf(events, step)!.data.data as { text: string }).text;
+          expect(whole.startsWith(textOf(events, step))).toBe(true);
+          expect(textOf(events, step).length).toBeGreaterThan(10);
+        }
       } finally {
         await worker.close();
         await other.close();

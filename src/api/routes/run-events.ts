@@ -88,9 +88,17 @@ async function* eventLines(
         return;
       }
     }
+    // The deltas heard before this read go before what it reads: a process tells a delta before it
+    // writes the response it belongs to, so a response this read finds has all its deltas here
+    // (those heard later, of a response already sent whole, are dropped).
+    const heard = ear.takeDeltas();
     // Status first: a final status's own event is written with it, so it is in the read that follows.
     const run = await store.runs.summary(at.tenantId, at.runId);
     const events = await store.runs.events(at.tenantId, at.runId, last, BATCH);
+    for (const line of live.lines(heard)) {
+      yield line;
+      lastWrite = Date.now();
+    }
     for (const event of events) {
       last = event.seq;
       if (event.type === 'model.response') live.answered(event.data);
@@ -98,11 +106,6 @@ async function* eventLines(
       lastWrite = Date.now();
     }
     if (events.length === BATCH) continue;
-    // The deltas of responses still streaming (a response already durable was sent whole above).
-    for (const line of live.lines(ear.takeDeltas())) {
-      yield line;
-      lastWrite = Date.now();
-    }
     if (run === undefined || isFinalRunStatus(run.status)) return;
     if (Date.now() - lastWrite >= timing.heartbeatMs) {
       yield ': keep-alive\n\n';
