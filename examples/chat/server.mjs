@@ -45,13 +45,20 @@ function send(res, status, body) {
   res.end(JSON.stringify(body));
 }
 
+/** A request the page sent wrongly: answered 400, not blamed on the API. */
+class BadRequest extends Error {}
+
 async function readJson(req) {
   let text = '';
   for await (const chunk of req) {
     text += chunk;
-    if (text.length > 64 * 1024) throw new Error('body too large');
+    if (text.length > 64 * 1024) throw new BadRequest('body too large');
   }
-  return JSON.parse(text || '{}');
+  try {
+    return JSON.parse(text || '{}');
+  } catch {
+    throw new BadRequest('the body is not JSON');
+  }
 }
 
 const server = createServer(async (req, res) => {
@@ -138,6 +145,7 @@ const server = createServer(async (req, res) => {
     }
     send(res, 404, { error: 'not found' });
   } catch (error) {
+    if (error instanceof BadRequest) return send(res, 400, { error: error.message });
     send(res, 502, { error: String(error instanceof Error ? error.message : error), id: randomUUID() });
   }
 });

@@ -64,7 +64,7 @@ export async function userMessage(content: unknown): Promise<JsonValue> {
         ? value
         : value.map((part): JsonValue => {
             if (part.type === 'json') {
-              return { type: 'text', text: JSON.stringify(jsonPart(part.value)) };
+              return { type: 'text', text: JSON.stringify(jsonInput(part.value ?? null, 'a json part')) };
             }
             return part;
           }),
@@ -79,15 +79,16 @@ export async function userMessage(content: unknown): Promise<JsonValue> {
   return message;
 }
 
-/** A `json` part's value as JSON, or `RUN_INPUT_INVALID` saying what JSON cannot carry. */
-function jsonPart(value: unknown): JsonValue {
+/**
+ * A value sent as input (a run's input, a `json` part) as JSON, or `RUN_INPUT_INVALID` saying what
+ * JSON cannot carry, and where.
+ */
+export function jsonInput(value: unknown, what: string): JsonValue {
   try {
-    return toJsonValue(value ?? null);
+    return toJsonValue(value);
   } catch (error) {
     if (!isOncelyError(error)) throw error;
-    throw new OncelyError('RUN_INPUT_INVALID', error.message.replace('arguments', 'a json part'), {
-      cause: error,
-    });
+    throw new OncelyError('RUN_INPUT_INVALID', error.message.replace('arguments', what), { cause: error });
   }
 }
 

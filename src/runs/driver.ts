@@ -8,7 +8,6 @@ import {
   isTransientModelFailure,
   type ModelTurn,
   type ModelUsage,
-  type ModelDelta,
 } from '../models/index.js';
 import type { ErrorInfo } from '../ledger/index.js';
 import {
@@ -23,7 +22,7 @@ import type { Tool } from '../tools/index.js';
 import { Lease } from './lease.js';
 import { asModelMessages, isBuiltHere, recordTurn } from './messages.js';
 import { settleStep } from './settle-step.js';
-import { DeltaBus, DeltaPublisher } from './stream-deltas.js';
+import { DeltaPublisher, type DeltaBus } from './stream-deltas.js';
 import {
   ROOT_CONTEXT,
   SpanKind,
@@ -538,37 +537,18 @@ export class RunDriver {
   }
 
   /**
-   * Where a streaming agent's deltas of this step go: a publisher per try of the model call (a retry
-   * starts a new stream, named anew, so a client sees the model asked again). Undefined for an agent
-   * that does not stream.
+   * Where a streaming agent's deltas of this step go (each try of the call a stream of its own, so a
+   * client sees the model asked again). Undefined for an agent that does not stream.
    */
-  #deltaPublisher(step: number): { add(delta: ModelDelta): void; close(): Promise<void> } | undefined {
+  #deltaPublisher(step: number): DeltaPublisher | undefined {
     if (!this.agent.stream) return undefined;
-    const bus = this.#deltas ?? new DeltaBus();
     const wakeups = this.ledger.store.wakeups;
-    const publish = wakeups?.publishDeltas?.bind(wakeups);
-    const made: DeltaPublisher[] = [];
-    const open = (): DeltaPublisher => {
-      const publisher = new DeltaPublisher(bus, publish, {
-        origin: this.owner,
-        tenantId: this.run.tenantId,
-        runId: this.run.runId,
-        step,
-        epoch: this.lease.epoch,
-        stream: ++this.#streams,
-      });
-      made.push(publisher);
-      return publisher;
-    };
-    let current: DeltaPublisher | undefined;
-    return {
-      // Each try of the call begins with a start: a stream of its own.
-      add: (delta) =>
-        (delta.type === 'start' || current === undefined ? (current = open()) : current).add(delta),
-      close: async () => {
-        await Promise.all(made.map((p) => p.close()));
-      },
-    };
+    return new DeltaPublisher(
+      this.#deltas,
+      wakeups?.publishDeltas?.bind(wakeups),
+      { tenantId: this.run.tenantId, runId: this.run.runId, step, epoch: this.lease.epoch },
+      () => ++this.#streams,
+    );
   }
 
   /**

@@ -13,7 +13,7 @@ import {
   type LedgerLog,
   type ResolveRequest,
 } from '../calls/index.js';
-import { OncelyError, errorInfo, isOncelyError } from '../errors/index.js';
+import { OncelyError, errorInfo } from '../errors/index.js';
 import {
   assertTenantId,
   argsDigest,
@@ -21,7 +21,6 @@ import {
   isValidId,
   type ErrorInfo,
   parseKey,
-  toJsonValue,
   type JsonValue,
   type ToolExecutionRecord,
 } from '../ledger/index.js';
@@ -46,7 +45,7 @@ import {
 } from './driver.js';
 import { initialMessages } from './messages.js';
 import { DeltaBus } from './stream-deltas.js';
-import { uiMessages, userMessage, type UiMessage, type UserContent } from './conversation.js';
+import { jsonInput, uiMessages, userMessage, type UiMessage, type UserContent } from './conversation.js';
 import { resumeIfReady, sweepWaiting } from './resume.js';
 
 export const DEFAULT_LEASE_MS = 30_000;
@@ -651,16 +650,7 @@ function indexTools(tools: readonly Tool[]): Map<string, Tool> {
 function runInput(input: unknown): JsonValue {
   if (input === undefined)
     throw new OncelyError('RUN_INPUT_INVALID', 'a run needs an input: the user message');
-  try {
-    return toJsonValue(input);
-  } catch (error) {
-    if (isOncelyError(error)) {
-      throw new OncelyError('RUN_INPUT_INVALID', error.message.replace('arguments', 'run input'), {
-        cause: error,
-      });
-    }
-    throw error;
-  }
+  return jsonInput(input, 'run input');
 }
 
 /** A run's token budget: the request's (null: none), else the agent's. */

@@ -17,8 +17,6 @@ export type NumberedDelta = ModelDelta & { readonly seq: number };
  * a new name for a step whose deltas were already told means the model is being asked again.
  */
 export interface DeltaBatch {
-  /** The process that streamed it (its lease owner name). */
-  readonly origin: string;
   readonly tenantId: string;
   readonly runId: string;
   readonly step: number;
@@ -60,29 +58,47 @@ export class DeltaBus {
 /** Sends one batch (JSON) to other processes; resolves when it is sent or dropped. */
 export type PublishDeltas = (tenantId: string, runId: string, payload: string) => Promise<void>;
 
+/** What names a model call's stream but its number: the run, the step and the driver's epoch. */
+export type StreamOf = Omit<DeltaBatch, 'deltas' | 'stream'>;
+
 /**
- * The deltas of one model call: each told at once to this process's bus, and sent to other
- * processes in batches every few milliseconds, one send at a time so they arrive in order.
+ * The deltas of one step's model call: each told at once to this process's bus, and sent to other
+ * processes in batches every few milliseconds, one send at a time so they arrive in order. Each
+ * `start` (a try of the call: a retry begins again) opens a stream of its own, numbered by
+ * `nextStream`, its deltas numbered from 1.
  */
 export class DeltaPublisher {
-  readonly #bus: DeltaBus;
+  readonly #bus: DeltaBus | undefined;
   readonly #publish: PublishDeltas | undefined;
-  readonly #name: Omit<DeltaBatch, 'deltas'>;
+  readonly #step: StreamOf;
+  readonly #nextStream: () => number;
+  #stream = 0;
   #seq = 0;
   #pending: NumberedDelta[] = [];
   #pendingBytes = 0;
   #timer: NodeJS.Timeout | undefined;
   #sending: Promise<void> = Promise.resolve();
 
-  constructor(bus: DeltaBus, publish: PublishDeltas | undefined, name: Omit<DeltaBatch, 'deltas'>) {
+  constructor(
+    bus: DeltaBus | undefined,
+    publish: PublishDeltas | undefined,
+    step: StreamOf,
+    nextStream: () => number,
+  ) {
     this.#bus = bus;
     this.#publish = publish;
-    this.#name = name;
+    this.#step = step;
+    this.#nextStream = nextStream;
   }
 
   add(delta: ModelDelta): void {
+    if (delta.type === 'start' || this.#stream === 0) {
+      this.#flush(); // the last try's deltas go under its own name
+      this.#stream = this.#nextStream();
+      this.#seq = 0;
+    }
     const numbered: NumberedDelta = { ...delta, seq: ++this.#seq };
-    if (this.#bus.listened) this.#bus.tell({ ...this.#name, deltas: [numbered] });
+    if (this.#bus?.listened === true) this.#bus.tell(this.#batch([numbered]));
     if (this.#publish === undefined) return;
     const bytes = JSON.stringify(numbered).length + 1;
     if (this.#pendingBytes + bytes > MAX_BATCH_BYTES) this.#flush();
@@ -98,15 +114,19 @@ export class DeltaPublisher {
     await this.#sending;
   }
 
+  #batch(deltas: readonly NumberedDelta[]): DeltaBatch {
+    return { ...this.#step, stream: this.#stream, deltas };
+  }
+
   #flush(): void {
     clearTimeout(this.#timer);
     this.#timer = undefined;
     const publish = this.#publish;
     if (publish === undefined || this.#pending.length === 0) return;
-    const payload = JSON.stringify({ ...this.#name, deltas: this.#pending });
+    const payload = JSON.stringify(this.#batch(this.#pending));
     this.#pending = [];
     this.#pendingBytes = 0;
-    const { tenantId, runId } = this.#name;
+    const { tenantId, runId } = this.#step;
     this.#sending = this.#sending.then(() => publish(tenantId, runId, payload).catch(() => undefined));
   }
 }
@@ -116,13 +136,15 @@ export function parseDeltaBatch(payload: string): DeltaBatch | undefined {
   try {
     const batch = JSON.parse(payload) as Partial<DeltaBatch>;
     if (
-      typeof batch.origin === 'string' &&
       typeof batch.tenantId === 'string' &&
       typeof batch.runId === 'string' &&
       Number.isInteger(batch.step) &&
       Number.isInteger(batch.epoch) &&
       Number.isInteger(batch.stream) &&
-      Array.isArray(batch.deltas)
+      Array.isArray(batch.deltas) &&
+      batch.deltas.every(
+        (d: Partial<NumberedDelta> | null) => typeof d?.type === 'string' && Number.isInteger(d.seq),
+      )
     ) {
       return batch as DeltaBatch;
     }

@@ -426,7 +426,7 @@ WITH u AS (
   SELECT tenant_id, run_id, event_seq, '${STORE_RUN_EVENTS.messageQueued.type}',
     ${pgEvent(STORE_RUN_EVENTS.messageQueued, 'u', { reason: '$6::text' })} FROM u
 )
-SELECT ${RUN_COLUMNS.replace(/(\w+)/g, 'u.$1')}, t.created_at AS turn_created_at FROM u, t`,
+SELECT u.*, t.created_at AS turn_created_at FROM u, t`,
   sqlite: `UPDATE runs SET status = 'queued', turn = turn + 1, turn_step = step, message_count = message_count + 1,
   checkpoint_version = checkpoint_version + 1, result = NULL, error = NULL, status_reason = @reason,
   updated_at = @at, lease_owner = NULL, lease_expires_at = NULL, drive_attempts = 0, model_outages = 0,

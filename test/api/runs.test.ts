@@ -2,6 +2,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildApiServer, createApiKey } from '../../src/api/index.js';
 import { DIALECTS, TENANT, ApiHarness } from './support/harness.js';
+import { readSse } from '../support/sse.js';
 
 interface SseEvent {
   id: number;
@@ -9,44 +10,14 @@ interface SseEvent {
   data: { id: number; type: string; data: unknown };
 }
 
-/** Reads a server-sent event stream to its end (or until `until` says stop), parsed. */
-async function readEvents(
-  response: Response,
-  until: (events: SseEvent[]) => boolean = () => false,
-): Promise<SseEvent[]> {
-  const events: SseEvent[] = [];
-  const reader = response.body!.pipeThrough(new TextDecoderStream()).getReader();
-  let buffer = '';
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    buffer += value;
-    let end = buffer.indexOf('\n\n');
-    while (end >= 0) {
-      const block = buffer.slice(0, end);
-      buffer = buffer.slice(end + 2);
-      const fields = Object.fromEntries(
-        block
-          .split('\n')
-          .filter((l) => !l.startsWith(':') && l.includes(': '))
-          .map((l) => [l.slice(0, l.indexOf(': ')), l.slice(l.indexOf(': ') + 2)]),
-      );
-      // Run events carry an id; the server's own notices (stream.closed) only an event name.
-      if (fields.id !== undefined || fields.event !== undefined) {
-        events.push({
-          id: fields.id === undefined ? Number.NaN : Number(fields.id),
-          event: fields.event!,
-          data: JSON.parse(fields.data!) as SseEvent['data'],
-        });
-      }
-      end = buffer.indexOf('\n\n');
-    }
-    if (until(events)) {
-      await reader.cancel();
-      break;
-    }
-  }
-  return events;
+/** Reads a server-sent event stream to its end, each run event with its id as a number. */
+async function readEvents(response: Response): Promise<SseEvent[]> {
+  // Run events carry an id; the server's own notices (stream.closed) only an event name.
+  return (await readSse(response)).map((e) => ({
+    id: e.id === undefined ? Number.NaN : Number(e.id),
+    event: e.event,
+    data: e.data as unknown as SseEvent['data'],
+  }));
 }
 
 describe.each(DIALECTS)('runs over HTTP on %s', (dialect) => {
@@ -409,29 +380,19 @@ describe.each(DIALECTS)('runs over HTTP on %s', (dialect) => {
         await h.runtime.drive(t.tenantId, runId);
       }
       const usage = await h.request('GET', '/v1/usage', { key: t.viewer });
+      // Two runs of one step with a call and one answer each: (100 + 10) + (150 + 5) tokens a run.
+      const twoRuns = {
+        input_tokens: 500,
+        output_tokens: 30,
+        reasoning_tokens: 0,
+        cached_input_tokens: 0,
+        total_tokens: 530,
+      };
       expect(usage.body).toEqual({
         tenant_id: t.tenantId,
         runs: 2,
-        usage: {
-          input_tokens: 500,
-          output_tokens: 30,
-          reasoning_tokens: 0,
-          cached_input_tokens: 0,
-          total_tokens: 530,
-        },
-        by_agent: [
-          {
-            agent: 'chat-agent',
-            runs: 2,
-            usage: {
-              input_tokens: 500,
-              output_tokens: 30,
-              reasoning_tokens: 0,
-              cached_input_tokens: 0,
-              total_tokens: 530,
-            },
-          },
-        ],
+        usage: twoRuns,
+        by_agent: [{ agent: 'chat-agent', runs: 2, usage: twoRuns }],
       });
       const later = await h.request(
         'GET',

@@ -3,7 +3,6 @@ import type { DeltaBatch } from '../../runs/stream-deltas.js';
 import { LiveResponses } from './run-events.js';
 
 const batch = (step: number, epoch: number, stream: number, deltas: DeltaBatch['deltas']): DeltaBatch => ({
-  origin: 'w1',
   tenantId: 'acme',
   runId: 'run_1',
   step,
