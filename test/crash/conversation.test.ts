@@ -63,7 +63,7 @@ describe.each(STORE_KINDS)('a conversation whose worker dies mid-turn, on %s', (
     expect(again.sent).toBe(false);
     await h.runtime.send({ tenantId: TENANT, runId: run.runId, content: 'third', clientMessageId: 'm-3' });
     const final = await answered(h, run.runId, 3);
-    expect(await rescuer.stop()).toEqual({ code: 0, signal: null });
+    await rescuer.stopsCleanly();
 
     expect(final.result).toEqual({ text: 'Third done.' });
     expect(final.leaseEpoch).toBeGreaterThanOrEqual(3);

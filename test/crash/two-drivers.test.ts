@@ -38,7 +38,8 @@ describe.each(STORE_KINDS)('two worker processes driving one run on %s', (kind) 
       20_000,
       10,
     );
-    a.child.kill('SIGSTOP');
+    await h.executionStarted(reserved.idempotencyKey);
+    await h.freeze(a);
     await sleep(LEASE_MS * 2); // A's lease runs out while it is frozen
 
     const b = h.worker({ SLOW_MS: '0', TOOL_TIMEOUT_MS: String(TIMEOUT_MS) });
@@ -52,7 +53,7 @@ describe.each(STORE_KINDS)('two worker processes driving one run on %s', (kind) 
     );
     // B claimed it twice: once to find A's attempt still able to land (and let go), once to finish.
     expect(done.leaseEpoch).toBe(3);
-    expect(await b.stop()).toEqual({ code: 0, signal: null });
+    await b.stopsCleanly();
 
     a.child.kill('SIGCONT');
     await waitFor(
@@ -60,7 +61,7 @@ describe.each(STORE_KINDS)('two worker processes driving one run on %s', (kind) 
       () => Promise.resolve(a.stderr.includes('stood down') ? true : undefined),
       20_000,
     );
-    expect(await a.stop()).toEqual({ code: 0, signal: null });
+    await a.stopsCleanly();
 
     const key = reserved.idempotencyKey;
     expect(h.billing.effectsFor(key)).toBe(1);

@@ -52,6 +52,18 @@ export class OncelyProcess {
     return this.exit(ms);
   }
 
+  /**
+   * SIGTERM, and fails (with what the process printed) unless it exits 0 within `ms`: a graceful
+   * stop is part of what a crash test checks, and a failure should show the process's own account.
+   */
+  async stopsCleanly(ms = 20_000): Promise<void> {
+    const exit = await this.stop(ms);
+    if (exit.code === 0 && exit.signal === null) return;
+    throw new Error(
+      `expected a clean exit (code 0), got ${JSON.stringify(exit)}\nstderr:\n${this.stderr}\nstdout:\n${this.stdout}`,
+    );
+  }
+
   /** Kills it for good, whatever state it is in (a test's cleanup). */
   async kill(): Promise<void> {
     if (this.child.exitCode !== null || this.child.signalCode !== null) return;
