@@ -220,6 +220,7 @@ export class ApiMetrics {
       runs: store.runs,
       apiKeys: store.apiKeys,
       loopSteps: store.loopSteps,
+      workflows: store.workflows,
       workers: store.workers,
       toolSlots: store.toolSlots,
       ...(store.wakeups === undefined ? {} : { wakeups: store.wakeups }),
@@ -228,7 +229,11 @@ export class ApiMetrics {
       transaction: async <T>(fn: (tx: StoreTx) => Promise<T>) => {
         const inTx: ToolExecutionRecord[] = [];
         const value = await store.transaction((tx) =>
-          fn({ ledger: timed(tx.ledger, (records) => inTx.push(...records)), runs: tx.runs }),
+          fn({
+            ledger: timed(tx.ledger, (records) => inTx.push(...records)),
+            runs: tx.runs,
+            workflows: tx.workflows,
+          }),
         );
         written(inTx);
         return value;

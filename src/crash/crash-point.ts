@@ -12,7 +12,17 @@ export const CRASH_POINTS = [
   'tool.after-effect',
   'tool.after-record',
 ] as const;
-export type CrashPointName = (typeof CRASH_POINTS)[number];
+/**
+ * The points of a workflow's own bookkeeping (the drill's schedule is the run's points above): before
+ * an advance writes, after it started node runs, after a node's run ended and before its workflow
+ * was told.
+ */
+export const WORKFLOW_CRASH_POINTS = [
+  'workflow.before-advance',
+  'workflow.after-node-start',
+  'workflow.after-node-end',
+] as const;
+export type CrashPointName = (typeof CRASH_POINTS)[number] | (typeof WORKFLOW_CRASH_POINTS)[number];
 
 let arrivals = 0;
 

@@ -212,6 +212,30 @@ export class Runtime {
     return this.getRun(run.tenantId, run.runId);
   }
 
+  /**
+   * What creating a run writes, checked (tenant, agent, run id, input, budget) but not written: for
+   * a caller that creates the run inside its own transaction (a workflow starting a node's run).
+   */
+  newRun(request: StartRunRequest & { runId: string }): CreateRunRequest {
+    assertTenantId(request.tenantId);
+    const agent = this.agentNamed(request.agent);
+    if (!isValidId(request.runId)) {
+      throw new OncelyError(
+        'RUN_INPUT_INVALID',
+        `run id ${JSON.stringify(request.runId)} is not valid; use 1-128 of A-Z a-z 0-9 _ . -`,
+      );
+    }
+    const input = runInput(request.input);
+    return {
+      tenantId: request.tenantId,
+      runId: request.runId,
+      agent: request.agent,
+      input,
+      checkpoint: { messages: initialMessages(input), step: 0, pending: null },
+      tokenBudget: runTokenBudget(request.tokenBudget, agent),
+    };
+  }
+
   async #create(
     request: StartRunRequest,
     claim: CreateRunRequest['claim'],

@@ -390,6 +390,8 @@ export function publishingWakeups(store: Store, redis: RedisWakeups): Store {
         return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value;
       },
     }),
+    // A workflow's node runs are created through `runs` (published there); its own rows wake nobody.
+    workflows: tx.workflows,
     runs: new Proxy(tx.runs, {
       get(target, property, receiver) {
         const value: unknown = Reflect.get(target, property, receiver);
@@ -431,6 +433,7 @@ export function publishingWakeups(store: Store, redis: RedisWakeups): Store {
     runs: direct.runs,
     apiKeys: store.apiKeys,
     loopSteps: store.loopSteps,
+    workflows: direct.workflows,
     workers: store.workers,
     toolSlots: store.toolSlots,
     monitor: store.monitor,

@@ -21,6 +21,7 @@ import type { ToolSlotStore } from './tool-slot-store.js';
 import type { Wakeups } from './wakeups.js';
 import type { MonitorStore } from './monitor-store.js';
 import type { RunStore } from './run-store.js';
+import type { WorkflowStore } from './workflow-store.js';
 
 /** One call to reserve. All requests of one `reserve` belong to one tenant and have distinct keys. */
 export interface ReserveRequest {
@@ -156,6 +157,8 @@ export type StoreDialect = 'sqlite' | 'postgres';
 export interface StoreTx {
   readonly ledger: LedgerStore;
   readonly runs: RunStore;
+  /** Workflow runs and their events. */
+  readonly workflows: WorkflowStore;
 }
 
 /** A store: the ledger, the runs and the API keys on one database. */

@@ -5,6 +5,7 @@ import type { LoopStepStore } from './loop-step-store.js';
 import type { WorkerStore } from './worker-store.js';
 import type { ToolSlotStore } from './tool-slot-store.js';
 import type { LedgerStore } from './store.js';
+import type { WorkflowStore } from './workflow-store.js';
 
 /**
  * Which store methods write, per part of the store; every other method only reads. The SQLite store
@@ -34,6 +35,7 @@ export const WRITE_METHODS = {
   loopSteps: ['record'],
   workers: ['heartbeat', 'remove'],
   toolSlots: ['acquire', 'renew', 'release'],
+  workflows: ['create', 'claimDue', 'advance', 'move', 'wake'],
   monitor: [],
 } as const satisfies {
   ledger: readonly Exclude<keyof LedgerStore, LedgerReads>[];
@@ -42,6 +44,7 @@ export const WRITE_METHODS = {
   loopSteps: readonly Exclude<keyof LoopStepStore, LoopStepReads>[];
   workers: readonly Exclude<keyof WorkerStore, WorkerReads>[];
   toolSlots: readonly Exclude<keyof ToolSlotStore, 'held'>[];
+  workflows: readonly Exclude<keyof WorkflowStore, WorkflowReads>[];
   monitor: readonly never[];
 };
 
@@ -62,6 +65,7 @@ type RunReads =
 type ApiKeyReads = 'findByHash' | 'get' | 'list';
 type LoopStepReads = 'get' | 'list';
 type WorkerReads = 'list';
+type WorkflowReads = 'get' | 'list' | 'events';
 type Unplaced<S, Reads, Writes extends readonly string[]> = Exclude<keyof S, Reads | Writes[number]>;
 /** Fails to compile when a method of a store interface is neither a listed read nor a listed write. */
 const everyMethodPlaced: [
@@ -71,7 +75,8 @@ const everyMethodPlaced: [
   Unplaced<LoopStepStore, LoopStepReads, typeof WRITE_METHODS.loopSteps>,
   Unplaced<WorkerStore, WorkerReads, typeof WRITE_METHODS.workers>,
   Unplaced<ToolSlotStore, 'held', typeof WRITE_METHODS.toolSlots>,
-] extends [never, never, never, never, never, never]
+  Unplaced<WorkflowStore, WorkflowReads, typeof WRITE_METHODS.workflows>,
+] extends [never, never, never, never, never, never, never]
   ? true
   : false = true;
 void everyMethodPlaced;
@@ -87,6 +92,7 @@ const WRITES: Record<StorePart, ReadonlySet<string>> = {
   loopSteps: new Set(WRITE_METHODS.loopSteps),
   workers: new Set(WRITE_METHODS.workers),
   toolSlots: new Set(WRITE_METHODS.toolSlots),
+  workflows: new Set(WRITE_METHODS.workflows),
   monitor: new Set<string>(),
 };
 

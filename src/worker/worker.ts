@@ -27,6 +27,17 @@ export interface WorkerOptions {
    * goes on either way, and finishes every run without them.
    */
   readonly wakeups?: boolean;
+  /**
+   * Workflows to advance (a `WorkflowEngine`): each pass claims the workflow runs that are due and
+   * starts their next node runs; a node run this worker ends wakes its workflow run at once.
+   */
+  readonly workflows?: WorkflowAdvancer;
+}
+
+/** What the worker needs of a `WorkflowEngine`. */
+export interface WorkflowAdvancer {
+  advanceDue(limit?: number): Promise<number>;
+  runEnded(tenantId: string, runId: string): Promise<void>;
 }
 
 export const DEFAULT_HEARTBEAT_MS = 5_000;
@@ -169,6 +180,12 @@ export function startWorker(runtime: Runtime, options: WorkerOptions = {}): Work
         'drive failed; the run is recovered when its lease expires',
       );
     }
+    try {
+      await options.workflows?.runEnded(run.tenantId, run.runId);
+    } catch (error) {
+      // Its workflow run is looked at when it is next due anyway.
+      log.warn({ ...fields, err: errorInfo(error) }, 'cannot wake the workflow run of this node run');
+    }
   };
 
   const loop = async (): Promise<void> => {
@@ -181,6 +198,7 @@ export function startWorker(runtime: Runtime, options: WorkerOptions = {}): Work
           const requeued = await runtime.sweep();
           if (requeued > 0) log.info({ requeued }, 'requeued waiting runs that nothing holds any more');
         }
+        if (options.workflows !== undefined && (await options.workflows.advanceDue()) > 0) idle = false;
         while (drives.size < concurrency && !stopping.signal.aborted) {
           const run = await runtime.claimNext();
           if (run === undefined) break;

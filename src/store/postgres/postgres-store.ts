@@ -12,6 +12,8 @@ import type { LedgerStore, MigrationReport, SchemaState, Store, StoreTx } from '
 import { PostgresApiKeys } from './api-keys.js';
 import { PostgresLedger, type Queryable } from './ledger.js';
 import { PostgresLoopSteps } from './loop-steps.js';
+import { PostgresWorkflows } from './workflows.js';
+import type { WorkflowStore } from '../workflow-store.js';
 import { PostgresWorkers } from './workers.js';
 import { PostgresToolSlots } from './tool-slots.js';
 import { PostgresWakeups } from './wakeups.js';
@@ -141,6 +143,7 @@ export class PostgresStore implements Store {
   readonly runs: RunStore;
   readonly apiKeys: ApiKeyStore;
   readonly loopSteps: LoopStepStore;
+  readonly workflows: WorkflowStore;
   readonly workers: WorkerStore;
   readonly toolSlots: ToolSlotStore;
   readonly monitor: MonitorStore;
@@ -192,6 +195,7 @@ export class PostgresStore implements Store {
     this.runs = this.guard('runs', new PostgresRuns(db));
     this.apiKeys = this.guard('apiKeys', new PostgresApiKeys(db));
     this.loopSteps = this.guard('loopSteps', new PostgresLoopSteps(db));
+    this.workflows = this.guard('workflows', new PostgresWorkflows(db));
     this.workers = this.guard('workers', new PostgresWorkers(db));
     this.toolSlots = this.guard('toolSlots', new PostgresToolSlots(db));
     this.monitor = new PostgresMonitor(db);
@@ -281,7 +285,11 @@ export class PostgresStore implements Store {
     client.on('error', onError);
     try {
       await client.query('BEGIN');
-      const value = await fn({ ledger: new PostgresLedger(client), runs: new PostgresRuns(client) });
+      const value = await fn({
+        ledger: new PostgresLedger(client),
+        runs: new PostgresRuns(client),
+        workflows: new PostgresWorkflows(client),
+      });
       await client.query('COMMIT');
       return value;
     } catch (error) {

@@ -15,6 +15,8 @@ import { isWriteMethod, type StorePart } from '../write-methods.js';
 import { SqliteApiKeys } from './api-keys.js';
 import { SqliteLedger } from './ledger.js';
 import { SqliteLoopSteps } from './loop-steps.js';
+import { SqliteWorkflows } from './workflows.js';
+import type { WorkflowStore } from '../workflow-store.js';
 import { SqliteWorkers } from './workers.js';
 import { SqliteToolSlots } from './tool-slots.js';
 import {
@@ -69,6 +71,7 @@ export class SqliteStore implements Store {
   readonly runs: RunStore;
   readonly apiKeys: ApiKeyStore;
   readonly loopSteps: LoopStepStore;
+  readonly workflows: WorkflowStore;
   readonly workers: WorkerStore;
   readonly toolSlots: ToolSlotStore;
   readonly monitor: MonitorStore;
@@ -90,11 +93,13 @@ export class SqliteStore implements Store {
   ) {
     const ledger = new SqliteLedger(writer);
     const runs = new SqliteRuns(writer);
-    this.tx = { ledger, runs };
+    const workflows = new SqliteWorkflows(writer);
+    this.tx = { ledger, runs, workflows };
     this.ledger = this.route('ledger', ledger, new SqliteLedger(reader));
     this.runs = this.route('runs', runs, new SqliteRuns(reader));
     this.apiKeys = this.route('apiKeys', new SqliteApiKeys(writer), new SqliteApiKeys(reader));
     this.loopSteps = this.route('loopSteps', new SqliteLoopSteps(writer), new SqliteLoopSteps(reader));
+    this.workflows = this.route('workflows', workflows, new SqliteWorkflows(reader));
     this.workers = this.route('workers', new SqliteWorkers(writer), new SqliteWorkers(reader));
     this.toolSlots = this.route('toolSlots', new SqliteToolSlots(writer), new SqliteToolSlots(reader));
     this.monitor = this.route('monitor', new SqliteMonitor(writer), new SqliteMonitor(reader));

@@ -1,0 +1,21 @@
+export {
+  defineWorkflow,
+  recoveryProblems,
+  nodeRunId,
+  RECOVERY_POLICIES,
+  type RecoveryPolicy,
+  type Workflow,
+  type WorkflowContext,
+  type WorkflowDefinition,
+  type WorkflowNode,
+  type WorkflowNodeDefinition,
+} from './define-workflow.js';
+export {
+  WorkflowEngine,
+  DEFAULT_WORKFLOW_LEASE_MS,
+  isFinalWorkflowStatus,
+  type StartWorkflowRequest,
+  type WorkflowRunView,
+  type WorkflowEngineOptions,
+} from './engine.js';
+export { planWorkflow, type NodeState, type NodeView, type NodeAttempt } from './plan.js';
