@@ -8,6 +8,7 @@ import {
   buildApiServer,
 } from '../api/index.js';
 import { startWorker, type Worker } from '../worker/index.js';
+import { WorkflowEngine } from '../workflows/index.js';
 import { shownUrl } from './config.js';
 import { createLogger } from './logger.js';
 import { assertDrivesRuns, commandConfig, openCommandRuntime } from './runtime-from-config.js';
@@ -151,11 +152,21 @@ async function serve(flags: ServeFlags): Promise<void> {
     });
     const address = await app.listen({ host: flags.host, port: flags.port });
     if (flags.worker) {
+      const workflows = [...(config?.workflows.values() ?? [])];
       worker = startWorker(runtime, {
         concurrency: flags.concurrency,
         pollMs: flags.pollMs,
         log,
         kind: 'serve',
+        ...(workflows.length === 0
+          ? {}
+          : {
+              workflows: new WorkflowEngine(runtime, workflows, {
+                log,
+                leaseMs: flags.leaseMs,
+                recheckMs: flags.leaseMs,
+              }),
+            }),
       });
     }
     log.info(

@@ -1,6 +1,7 @@
 import { armedUnsafeSwitches } from '../crash/index.js';
 import { Command, InvalidArgumentError } from 'commander';
 import { startWorker } from '../worker/index.js';
+import { WorkflowEngine } from '../workflows/index.js';
 import { shownUrl } from './config.js';
 import { createLogger } from './logger.js';
 import { assertDrivesRuns, commandConfig, openCommandRuntime } from './runtime-from-config.js';
@@ -53,13 +54,27 @@ export function workerCommand(): Command {
       const log = createLogger('oncely-worker');
       const config = assertDrivesRuns(await commandConfig(flags.config, { optional: false }), 'this worker');
       const { runtime, store, url } = await openCommandRuntime(config, { ...flags, log });
+      const workflows =
+        config.workflows.size === 0
+          ? undefined
+          : new WorkflowEngine(runtime, [...config.workflows.values()], {
+              log,
+              leaseMs: flags.leaseMs,
+              recheckMs: flags.leaseMs,
+            });
       const worker = startWorker(runtime, {
         concurrency: flags.concurrency,
         pollMs: flags.pollMs,
         log,
+        ...(workflows === undefined ? {} : { workflows }),
       });
       log.info(
-        { database: shownUrl(url), agents: [...config.agents.keys()], owner: runtime.owner },
+        {
+          database: shownUrl(url),
+          agents: [...config.agents.keys()],
+          workflows: [...config.workflows.keys()],
+          owner: runtime.owner,
+        },
         'worker started',
       );
       const unsafe = armedUnsafeSwitches();

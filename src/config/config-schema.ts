@@ -18,6 +18,42 @@ const agentSchema = z.strictObject({
   model_outage_retries: z.number().int().min(0).max(1000).optional(),
 });
 
+/** A condition on an earlier node's result text (its `text`, or its JSON): one test. */
+const whenSchema = z
+  .strictObject({
+    node: z.string().min(1),
+    equals: z.string().optional(),
+    contains: z.string().optional(),
+    matches: z.string().min(1).optional(),
+    /** Turns the test around: the node runs when it does not hold. */
+    not: z.boolean().optional(),
+  })
+  .refine((w) => [w.equals, w.contains, w.matches].filter((t) => t !== undefined).length === 1, {
+    message: 'give one test: equals, contains or matches (a regular expression)',
+  });
+
+/** A template: text with `{{input.field}}` and `{{nodes.<node>.text}}`, or JSON whose texts are templates. */
+const templateSchema = z.unknown();
+
+/** One node of a workflow: an agent run. */
+const workflowNodeSchema = z.strictObject({
+  agent: z.string().min(1),
+  needs: z.array(z.string().min(1)).optional(),
+  input: templateSchema.optional(),
+  when: whenSchema.optional(),
+  recovery_policy: z.enum(['fail', 'pause', 'retry']).optional(),
+  max_attempts: z.number().int().min(1).max(20).optional(),
+  backoff_ms: z.number().int().min(0).max(86_400_000).optional(),
+});
+
+const workflowSchema = z.strictObject({
+  name: z.string().min(1),
+  /** A JSON Schema the input must match. */
+  input_schema: z.record(z.string(), z.unknown()).optional(),
+  nodes: z.record(z.string(), workflowNodeSchema),
+  result: templateSchema.optional(),
+});
+
 /** How the runtime treats failures: `runtime:` in `oncely.yaml`. */
 const runtimeSchema = z.strictObject({
   max_drive_attempts: z.number().int().min(1).max(1000).optional(),
@@ -77,9 +113,12 @@ export const configDocumentSchema = z.strictObject({
   tool_concurrency: z.record(z.string(), z.number().int().min(1).max(10_000)).optional(),
   models: z.record(z.string(), modelConfigSchema).optional(),
   agents: z.array(agentSchema).optional(),
+  workflows: z.array(workflowSchema).optional(),
   runtime: runtimeSchema.optional(),
 });
 
 export type ConfigDocument = z.infer<typeof configDocumentSchema>;
 export type AgentDocument = z.infer<typeof agentSchema>;
 export type McpServerDocument = z.infer<typeof mcpServerSchema>;
+export type WorkflowDocument = z.infer<typeof workflowSchema>;
+export type WhenDocument = z.infer<typeof whenSchema>;

@@ -60,6 +60,19 @@ beforeAll(async () => {
   await writeFile(join(dir, 'script.json'), JSON.stringify([{ text: 'hello from a file' }]));
   await writeFile(join(dir, 'broken-tools.ts'), 'throw new Error("the tools module exploded");\n');
   await writeFile(join(dir, 'empty-tools.ts'), 'export const answer = 42;\n');
+  await writeFile(
+    join(dir, 'wf-tools.ts'),
+    `${TOOLS_MODULE}
+export const hookedCredit = defineTool({
+  name: 'hooked_credit',
+  description: 'Credit, with a lookup by key',
+  input: z.object({ accountId: z.string() }),
+  effect: external(),
+  execute: (_args, ctx) => ({ receipt: ctx.idempotencyKey }),
+  reconcile: () => ({ status: 'failed', reason: 'not found' }),
+});
+`,
+  );
 });
 afterAll(async () => {
   await rm(dir, { recursive: true, force: true });
@@ -80,6 +93,88 @@ async function refusal(text: string, code = 'CONFIG_INVALID', env: Record<string
   expect((error as { code: string }).code).toBe(code);
   return { file, message: (error as Error).message };
 }
+
+const WORKFLOW_AGENTS = `
+tools: ./wf-tools.ts
+models:
+  default: { provider: scripted, steps: [ { text: "hi" } ] }
+agents:
+  - { name: payer, instructions: Pay., model: default, tools: [issue_credit, lookup_order] }
+  - { name: hooked, instructions: Pay., model: default, tools: [hooked_credit, lookup_order] }
+  - { name: reader, instructions: Read., model: default, tools: [lookup_order] }
+`;
+
+describe('loadConfig: workflows', () => {
+  it('builds workflows with templates and conditions, and refuses nothing safe', async () => {
+    const file = await configFile(`${WORKFLOW_AGENTS}
+workflows:
+  - name: review
+    input_schema: { type: object, properties: { order: { type: string } }, required: [order] }
+    nodes:
+      look: { agent: reader, input: 'Order {{input.order}}', recovery_policy: retry, max_attempts: 4 }
+      pay:
+        agent: hooked
+        needs: [look]
+        input: { note: '{{nodes.look.text}}', order: '{{input.order}}' }
+        when: { node: look, contains: refund }
+        recovery_policy: retry
+      tell: { agent: payer, needs: [pay], recovery_policy: pause }
+    result: 'done: {{nodes.pay.text}}'
+`);
+    const config = await loadConfig(file, { env: {} });
+    const review = config.workflows.get('review');
+    expect(review?.nodes.map((n) => [n.name, n.recoveryPolicy, n.maxAttempts])).toEqual([
+      ['look', 'retry', 4],
+      ['pay', 'retry', 3],
+      ['tell', 'pause', 1],
+    ]);
+    const [look, pay] = review?.nodes ?? [];
+    const context = { input: { order: 'ord_1' }, nodes: { look: { text: 'a refund is due' } } };
+    expect(look?.input?.(context)).toBe('Order ord_1');
+    expect(pay?.input?.(context)).toEqual({ note: 'a refund is due', order: 'ord_1' });
+    expect(pay?.when?.(context)).toBe(true);
+    expect(pay?.when?.({ ...context, nodes: { look: { text: 'all fine' } } })).toBe(false);
+    expect(review?.result?.({ ...context, nodes: { pay: { text: 'paid' } } })).toBe('done: paid');
+    expect(review?.input?.check({ order: 7 }).ok).toBe(false);
+    await config.close();
+  });
+
+  it('refuses retry on a node whose agent can call an unguarded write, naming the workflow, the node and the tool', async () => {
+    const { message } = await refusal(`${WORKFLOW_AGENTS}
+workflows:
+  - name: payout
+    nodes:
+      pay: { agent: payer, recovery_policy: retry }
+`);
+    expect(message).toMatch(/workflows\[0\]\.nodes: workflow "payout" \(workflows\[0\]\), node "pay"/);
+    expect(message).toContain('"issue_credit" (external(), no reconcile hook)');
+    expect(message).not.toContain('"lookup_order"');
+  });
+
+  it('says what else is wrong: unknown needs and agents, cycles, bad templates, conditions on nodes not needed', async () => {
+    const { message } = await refusal(`${WORKFLOW_AGENTS}
+workflows:
+  - name: broken
+    nodes:
+      a: { agent: reader, needs: [b] }
+      b: { agent: reader, needs: [a] }
+  - name: ghosts
+    nodes:
+      a: { agent: nobody }
+      b: { agent: reader, needs: [zz] }
+  - name: templates
+    nodes:
+      a: { agent: reader, input: '{{#open}} never closed' }
+      b: { agent: reader, when: { node: a, equals: x } }
+      c: { agent: reader, needs: [a], when: { node: a, matches: '(' } }
+`);
+    expect(message).toContain('a, b need each other in a cycle');
+    expect(message).toContain('there is no node "zz"');
+    expect(message).toMatch(/workflows\[2\]\.nodes\.a\.input: Unclosed section "open"/);
+    expect(message).toContain('workflows[2].nodes.b.when.node: a condition is on a node this node needs');
+    expect(message).toContain('workflows[2].nodes.c.when.matches');
+  });
+});
 
 describe('loadConfig', () => {
   it("takes a model's timeout_ms as its agents' model timeout, unless an agent sets its own", async () => {
@@ -150,7 +245,7 @@ agents:
     );
     const top = await refusal(`${VALID}extra: 1\n`);
     expect(top.message).toContain(
-      `${top.file}:18:1: extra: unknown key "extra"; expected one of: storage, tools, mcp_servers, tool_concurrency, models, agents, runtime`,
+      `${top.file}:18:1: extra: unknown key "extra"; expected one of: storage, tools, mcp_servers, tool_concurrency, models, agents, workflows, runtime`,
     );
   });
 

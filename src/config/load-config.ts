@@ -10,6 +10,9 @@ import type { ConfigSource, ConfigProblem } from './config-source.js';
 import { DEFAULT_TOOLS_IMPORT_TIMEOUT_MS, loadToolsModule } from './load-tools.js';
 import { connectMcpServers, isMcpServerProblem, type McpServers } from './mcp-servers.js';
 import { problemsOf } from './schema-issues.js';
+import { defineWorkflow, recoveryProblems, type Workflow } from '../workflows/define-workflow.js';
+import { templateFunction, templateProblems, whenFunction } from '../workflows/templates.js';
+import type { WorkflowDocument } from './config-schema.js';
 
 type Env = Readonly<Record<string, string | undefined>>;
 
@@ -22,6 +25,11 @@ export interface OncelyConfig {
   readonly agents: Map<string, Agent>;
   /** Every tool the tools module exports, and every tool of its MCP servers (`<prefix><tool>`), by name. */
   readonly tools: Map<string, Tool>;
+  /**
+   * `workflows:`, by name, checked against the agents: a node with `recovery_policy: retry` whose
+   * agent can call a tool that is neither a read() nor has a reconcile hook is refused here.
+   */
+  readonly workflows: Map<string, Workflow>;
   /** `runtime:`: drive attempts, attempts per call, the landing margin (unset: the defaults). */
   readonly runtime: {
     readonly maxDriveAttempts?: number;
@@ -73,6 +81,7 @@ export async function loadConfig(path: string, options: LoadConfigOptions = {}):
     if (problems.length > 0) throw source.error(problems);
     const models = await createModels(source, doc, env, dirname(file));
     const agents = buildAgents(source, doc, models, tools);
+    const workflows = buildWorkflows(source, doc, agents);
     const databaseUrl = nonEmpty(env.ONCELY_DATABASE_URL) ?? doc.storage?.database_url;
     const r = doc.runtime ?? {};
     const runtime = {
@@ -86,6 +95,7 @@ export async function loadConfig(path: string, options: LoadConfigOptions = {}):
       ...(databaseUrl === undefined ? {} : { databaseUrl }),
       agents,
       tools,
+      workflows,
       runtime,
       close: () => mcp.close(),
     };
@@ -283,6 +293,89 @@ function buildAgents(
   });
   if (problems.length > 0) throw source.error(problems);
   return agents;
+}
+
+/** `workflows:` made into workflows; every problem of every workflow in one CONFIG_INVALID. */
+function buildWorkflows(
+  source: ConfigSource,
+  doc: ConfigDocument,
+  agents: Map<string, Agent>,
+): Map<string, Workflow> {
+  const workflows = new Map<string, Workflow>();
+  const problems: ConfigProblem[] = [];
+  (doc.workflows ?? []).forEach((w, i) => {
+    const at = (...path: PropertyKey[]): PropertyKey[] => ['workflows', i, ...path];
+    if (workflows.has(w.name)) {
+      problems.push({
+        path: at('name'),
+        message: `workflow "${w.name}" is defined twice; names must be unique`,
+      });
+      return;
+    }
+    const local = workflowDocumentProblems(w).map((p) => ({ path: at(...p.path), message: p.message }));
+    if (local.length > 0) {
+      problems.push(...local);
+      return;
+    }
+    try {
+      const workflow = defineWorkflow(workflowOf(w, `workflows[${i}]`));
+      for (const message of recoveryProblems(workflow, agents)) problems.push({ path: at('nodes'), message });
+      workflows.set(w.name, workflow);
+    } catch (cause) {
+      if (!isOncelyError(cause, 'WORKFLOW_DEFINITION_INVALID')) throw cause;
+      problems.push({ path: at(), message: cause.message });
+    }
+  });
+  if (problems.length > 0) throw source.error(problems);
+  return workflows;
+}
+
+/** Templates that do not parse, conditions on nodes a node does not need, bad regular expressions. */
+function workflowDocumentProblems(w: WorkflowDocument): ConfigProblem[] {
+  const problems: ConfigProblem[] = [];
+  for (const message of templateProblems(w.result)) problems.push({ path: ['result'], message });
+  for (const [name, node] of Object.entries(w.nodes)) {
+    for (const message of templateProblems(node.input))
+      problems.push({ path: ['nodes', name, 'input'], message });
+    if (node.when === undefined) continue;
+    if (!(node.needs ?? []).includes(node.when.node)) {
+      problems.push({
+        path: ['nodes', name, 'when', 'node'],
+        message: `a condition is on a node this node needs; add "${node.when.node}" to its needs`,
+      });
+    }
+    if (node.when.matches !== undefined) {
+      try {
+        new RegExp(node.when.matches);
+      } catch (cause) {
+        problems.push({ path: ['nodes', name, 'when', 'matches'], message: String(cause) });
+      }
+    }
+  }
+  return problems;
+}
+
+function workflowOf(w: WorkflowDocument, definedAt: string): Parameters<typeof defineWorkflow>[0] {
+  return {
+    name: w.name,
+    definedAt,
+    ...(w.input_schema === undefined ? {} : { input: w.input_schema as { type: 'object' } }),
+    ...(w.result === undefined ? {} : { result: templateFunction(w.result) }),
+    nodes: Object.fromEntries(
+      Object.entries(w.nodes).map(([name, n]) => [
+        name,
+        {
+          agent: n.agent,
+          ...(n.needs === undefined ? {} : { needs: n.needs }),
+          ...(n.input === undefined ? {} : { input: templateFunction(n.input) }),
+          ...(n.when === undefined ? {} : { when: whenFunction(n.when) }),
+          ...(n.recovery_policy === undefined ? {} : { recoveryPolicy: n.recovery_policy }),
+          ...(n.max_attempts === undefined ? {} : { maxAttempts: n.max_attempts }),
+          ...(n.backoff_ms === undefined ? {} : { backoffMs: n.backoff_ms }),
+        },
+      ]),
+    ),
+  };
 }
 
 /** The agent's model_timeout_ms, else its model's timeout_ms, else the default. */

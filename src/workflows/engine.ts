@@ -12,7 +12,7 @@ import {
   type WorkflowStatus,
 } from '../store/workflow-store.js';
 import { recoveryProblems, WORKFLOW_RUN_ID, type Workflow } from './define-workflow.js';
-import { planWorkflow, type NodeView, type WorkflowPlan } from './plan.js';
+import { planWorkflow, RECHECK_MS, type NodeView, type WorkflowPlan } from './plan.js';
 
 /** How long a claim on a workflow run holds while it is advanced (an advance takes milliseconds). */
 export const DEFAULT_WORKFLOW_LEASE_MS = 30_000;
@@ -32,7 +32,14 @@ export interface WorkflowRunView extends WorkflowRunRecord {
 
 export interface WorkflowEngineOptions {
   readonly log?: Pick<Logger, 'info' | 'warn' | 'error'>;
+  /** How long a claim on a workflow run holds if its holder dies mid-advance; default 30 s. */
   readonly leaseMs?: number;
+  /**
+   * How soon a running workflow run is looked at again without a wake-up; default 30 s. A node run
+   * that ends wakes its workflow run at once; this bounds the wait when the process that ended it
+   * died before saying so.
+   */
+  readonly recheckMs?: number;
 }
 
 const UNKNOWN_STATUSES = ['started', 'indeterminate'] as const;
@@ -52,6 +59,7 @@ export class WorkflowEngine {
   readonly #byName = new Map<string, Workflow>();
   readonly #log: WorkflowEngineOptions['log'];
   readonly #leaseMs: number;
+  readonly #recheckMs: number;
 
   constructor(
     readonly runtime: Runtime,
@@ -70,6 +78,7 @@ export class WorkflowEngine {
     }
     this.#log = options.log;
     this.#leaseMs = options.leaseMs ?? DEFAULT_WORKFLOW_LEASE_MS;
+    this.#recheckMs = options.recheckMs ?? RECHECK_MS;
   }
 
   get workflows(): readonly Workflow[] {
@@ -398,6 +407,7 @@ export class WorkflowEngine {
       runs,
       unknownCallsOf,
       nowMs: Date.now(),
+      recheckMs: this.#recheckMs,
     });
   }
 }

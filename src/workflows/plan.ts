@@ -46,6 +46,8 @@ export interface PlanFacts {
   /** Run ids of failed node runs that left a call unknown (not settled). */
   readonly unknownCallsOf: ReadonlyMap<string, readonly string[]>;
   readonly nowMs: number;
+  /** How soon a running workflow run is looked at again without a wake-up (default RECHECK_MS). */
+  readonly recheckMs?: number;
 }
 
 export interface StartNode {
@@ -128,7 +130,7 @@ export function planWorkflow(facts: PlanFacts): WorkflowPlan {
   let failure: { node: string; error: ErrorInfo; reason: string } | undefined;
   let pause: { node: string; reason: string } | undefined;
   let threw: ErrorInfo | undefined;
-  let wakeInMs = RECHECK_MS;
+  let wakeInMs = facts.recheckMs ?? RECHECK_MS;
   const context = (): WorkflowContext => ({ input: facts.input, nodes: { ...results } });
 
   for (const node of workflow.nodes) {
