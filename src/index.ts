@@ -119,7 +119,34 @@ export {
   type DriveEnd,
   type ApprovalDecision,
 } from './runs/index.js';
-export { startWorker, type Worker, type WorkerOptions, type WorkerLog } from './worker/index.js';
+export {
+  startWorker,
+  type Worker,
+  type WorkerOptions,
+  type WorkerLog,
+  type WorkflowAdvancer,
+} from './worker/index.js';
+export {
+  defineWorkflow,
+  WorkflowEngine,
+  RECOVERY_POLICIES,
+  type RecoveryPolicy,
+  type Workflow,
+  type WorkflowContext,
+  type WorkflowDefinition,
+  type WorkflowNodeDefinition,
+  type StartWorkflowRequest,
+  type WorkflowRunView,
+  type WorkflowEngineOptions,
+  type NodeState,
+  type NodeView,
+} from './workflows/index.js';
+export type {
+  WorkflowRunRecord,
+  WorkflowStatus,
+  WorkflowEvent,
+  WorkflowEventKind,
+} from './store/workflow-store.js';
 export {
   RUN_STATUSES,
   HEARD_KINDS,

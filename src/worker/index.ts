@@ -5,4 +5,5 @@ export {
   type Worker,
   type WorkerOptions,
   type WorkerLog,
+  type WorkflowAdvancer,
 } from './worker.js';
