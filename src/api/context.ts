@@ -1,3 +1,4 @@
+import type { WorkflowEngine } from '../workflows/index.js';
 import type {
   FastifyBaseLogger,
   FastifyInstance,
@@ -23,6 +24,8 @@ export type ApiApp = FastifyInstance<
 /** What the routes work with. */
 export interface ApiContext {
   readonly runtime: Runtime;
+  /** The workflows the API starts and reads (none defined: an engine with none). */
+  readonly workflows: WorkflowEngine;
   readonly store: Store;
   readonly metrics: ApiMetrics;
   /** `/metrics` needs an admin API key (it reports every tenant's counts). */

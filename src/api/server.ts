@@ -1,3 +1,5 @@
+import { WorkflowEngine } from '../workflows/index.js';
+import { workflowRoutes } from './routes/workflows.js';
 import fastifySwagger from '@fastify/swagger';
 import Fastify, { type FastifyBaseLogger } from 'fastify';
 import {
@@ -43,6 +45,8 @@ export function routesOf(app: ApiApp): readonly ApiRoute[] {
 export interface ApiServerOptions {
   /** Every decision goes through it; requests read and write its store. */
   readonly runtime: Runtime;
+  /** The workflows it starts and reads; default none (workflow runs in the store are still read). */
+  readonly workflows?: WorkflowEngine;
   /** Request and decision logs; default none. */
   readonly logger?: Logger;
   /** The largest request body accepted, in bytes; default 256 KiB. Larger answers 413. */
@@ -79,6 +83,7 @@ export async function buildApiServer(options: ApiServerOptions): Promise<ApiApp>
   const app = createApp(options);
   const ctx: ApiContext = {
     runtime: options.runtime,
+    workflows: options.workflows ?? new WorkflowEngine(options.runtime, []),
     store: options.runtime.store,
     metrics: options.metrics ?? new ApiMetrics(),
     metricsAuth: options.metricsAuth ?? false,
@@ -101,6 +106,7 @@ export async function buildApiServer(options: ApiServerOptions): Promise<ApiApp>
     approvalRoutes,
     apiKeyRoutes,
     workerRoutes,
+    workflowRoutes,
     healthRoutes,
     consoleRoutes,
   ];

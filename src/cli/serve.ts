@@ -140,8 +140,14 @@ async function serve(flags: ServeFlags): Promise<void> {
   let worker: Worker | undefined;
   let app: Awaited<ReturnType<typeof buildApiServer>> | undefined;
   try {
+    const workflows = new WorkflowEngine(runtime, [...(config?.workflows.values() ?? [])], {
+      log,
+      leaseMs: flags.leaseMs,
+      recheckMs: flags.leaseMs,
+    });
     app = await buildApiServer({
       runtime,
+      workflows,
       logger: log,
       metrics,
       metricsAuth: flags.metricsAuth,
@@ -152,21 +158,12 @@ async function serve(flags: ServeFlags): Promise<void> {
     });
     const address = await app.listen({ host: flags.host, port: flags.port });
     if (flags.worker) {
-      const workflows = [...(config?.workflows.values() ?? [])];
       worker = startWorker(runtime, {
         concurrency: flags.concurrency,
         pollMs: flags.pollMs,
         log,
         kind: 'serve',
-        ...(workflows.length === 0
-          ? {}
-          : {
-              workflows: new WorkflowEngine(runtime, workflows, {
-                log,
-                leaseMs: flags.leaseMs,
-                recheckMs: flags.leaseMs,
-              }),
-            }),
+        ...(workflows.workflows.length === 0 ? {} : { workflows }),
       });
     }
     log.info(

@@ -85,9 +85,11 @@ describe.each(DIALECTS)('the auth matrix on %s', (dialect) => {
           notFound ??
             (e.route.includes('approvals')
               ? 'APPROVAL_NOT_FOUND'
-              : e.route.includes('runs')
-                ? 'RUN_NOT_FOUND'
-                : 'LEDGER_RECORD_NOT_FOUND'),
+              : e.route.includes('workflow-runs')
+                ? 'WORKFLOW_NOT_FOUND'
+                : e.route.includes('runs')
+                  ? 'RUN_NOT_FOUND'
+                  : 'LEDGER_RECORD_NOT_FOUND'),
         );
         expect(await h.snapshot()).toBe(before);
         return;

@@ -215,6 +215,7 @@ function pathWith(e: Endpoint, seeds: Seeds, value: string): string {
         ? seeds.completedRunId
         : seeds.runId,
     key_id: seeds.keyId,
+    workflow_run_id: e.route.endsWith('/decide') ? seeds.pausedWorkflowRunId : seeds.workflowRunId,
   }[param];
   return real.replace(encodeURIComponent(actual!), segment(value));
 }
@@ -268,6 +269,8 @@ describe.each(DIALECTS)('fuzzing every body and path parameter on %s', (dialect)
         seeds.keyId,
         seeds.failedRunId,
         seeds.completedRunId,
+        seeds.workflowRunId,
+        seeds.pausedWorkflowRunId,
       ]);
       await fc.assert(
         fc.asyncProperty(

@@ -17,6 +17,10 @@ export interface Seeds {
   readonly failedRunId: string;
   /** A completed run (it takes a next message). */
   readonly completedRunId: string;
+  /** A running workflow run (cancellable). */
+  readonly workflowRunId: string;
+  /** A workflow run waiting for an operator on its node `a` (decidable). */
+  readonly pausedWorkflowRunId: string;
 }
 
 export interface Endpoint {
@@ -144,6 +148,53 @@ export const ENDPOINTS: readonly Endpoint[] = [
     path: (s) => `/v1/approvals/${enc(s.approvalKey)}/reject`,
     body: () => ({ reason: 'not owed' }),
   },
+  {
+    method: 'POST',
+    route: '/v1/workflow-runs',
+    role: 'operator',
+    kind: 'create',
+    ok: 201,
+    path: () => '/v1/workflow-runs',
+    body: () => ({ workflow: 'review', input: 'check order ord_1' }),
+  },
+  {
+    method: 'GET',
+    route: '/v1/workflow-runs',
+    role: 'viewer',
+    kind: 'list',
+    path: () => '/v1/workflow-runs',
+  },
+  {
+    method: 'GET',
+    route: '/v1/workflow-runs/:workflow_run_id',
+    role: 'viewer',
+    kind: 'record',
+    path: (s) => `/v1/workflow-runs/${s.workflowRunId}`,
+  },
+  {
+    method: 'GET',
+    route: '/v1/workflow-runs/:workflow_run_id/events',
+    role: 'viewer',
+    kind: 'record',
+    stream: true,
+    path: (s) => `/v1/workflow-runs/${s.workflowRunId}/events`,
+  },
+  {
+    method: 'POST',
+    route: '/v1/workflow-runs/:workflow_run_id/cancel',
+    role: 'operator',
+    kind: 'record',
+    path: (s) => `/v1/workflow-runs/${s.workflowRunId}/cancel`,
+    body: () => ({ reason: 'the order was withdrawn' }),
+  },
+  {
+    method: 'POST',
+    route: '/v1/workflow-runs/:workflow_run_id/decide',
+    role: 'operator',
+    kind: 'record',
+    path: (s) => `/v1/workflow-runs/${s.pausedWorkflowRunId}/decide`,
+    body: () => ({ node: 'a', action: 'retry', reason: 'checked the ledger: nothing took effect' }),
+  },
   { method: 'GET', route: '/v1/api-keys', role: 'admin', kind: 'list', path: () => '/v1/api-keys' },
   { method: 'GET', route: '/v1/workers', role: 'viewer', kind: 'list', path: () => '/v1/workers' },
   { method: 'GET', route: '/v1/me', role: 'viewer', kind: 'self', path: () => '/v1/me' },
@@ -181,6 +232,9 @@ export async function seed(h: ApiHarness): Promise<Seeds> {
   const spare = await createApiKey(h.store.apiKeys, { tenantId: TENANT, actorId: 'spare', role: 'viewer' });
   const failedRunId = await failedRun(h);
   const completedRunId = await h.drivenRun('credit-agent');
+  const workflowRunId = (await h.workflows.start({ tenantId: TENANT, workflow: 'review', input: 'seeded' }))
+    .workflowRun.workflowRunId;
+  const pausedWorkflowRunId = await pausedWorkflowRun(h);
   return {
     unknownKey: unknown.idempotencyKey,
     completedKey: completed.idempotencyKey,
@@ -189,12 +243,37 @@ export async function seed(h: ApiHarness): Promise<Seeds> {
     keyId: spare.record.keyId,
     failedRunId,
     completedRunId,
+    workflowRunId,
+    pausedWorkflowRunId,
   };
+}
+
+/** A workflow run whose node `a` failed (its policy is pause): it waits for an operator. */
+async function pausedWorkflowRun(h: ApiHarness): Promise<string> {
+  const { workflowRun } = await h.workflows.start({
+    tenantId: TENANT,
+    workflow: 'review',
+    input: 'to pause',
+  });
+  const id = workflowRun.workflowRunId;
+  await h.workflows.advanceDue(100); // starts node a's run
+  await failRun(h, `${id}.a.1`);
+  await h.workflows.runEnded(TENANT, `${id}.a.1`);
+  await h.workflows.advanceDue(100);
+  const now = await h.store.workflows.get(TENANT, id);
+  if (now?.status !== 'awaiting_operator') throw new Error(`the seeded workflow run is ${now?.status}`);
+  return id;
 }
 
 /** A run that ended failed (as a model that stayed down would leave it). */
 async function failedRun(h: ApiHarness): Promise<string> {
   const { run } = await h.runtime.startRun({ tenantId: TENANT, agent: 'credit-agent', input: 'seeded' });
+  return failRun(h, run.runId);
+}
+
+/** Claims a queued run and saves it failed. */
+async function failRun(h: ApiHarness, runId: string): Promise<string> {
+  const run = { runId };
   const claimed = await h.store.runs.claim(TENANT, run.runId, 'seed', 60_000);
   if (claimed === undefined) throw new Error('could not claim the seeded run');
   const saved = await h.store.runs.saveCheckpoint({

@@ -1,3 +1,4 @@
+import { defineWorkflow, WorkflowEngine } from '../../../src/workflows/index.js';
 import Database from 'better-sqlite3';
 import pg from 'pg';
 import { pino } from 'pino';
@@ -23,6 +24,8 @@ const TABLES: Record<string, string> = {
   run_events: 'id',
   approvals: 'tenant_id, idempotency_key',
   api_keys: 'key_id',
+  workflow_runs: 'tenant_id, workflow_run_id',
+  workflow_events: 'id',
   schema_migrations: 'version',
 };
 
@@ -69,6 +72,8 @@ export class ApiHarness {
     readonly base: string,
     readonly fixtures: Fixtures,
     readonly metrics: ApiMetrics,
+    /** The server's workflows: `review` (node a, credit-agent, pause; node b, approval-agent, after a). */
+    readonly workflows: WorkflowEngine,
     /** Every log line the server wrote, parsed. */
     readonly logLines: Record<string, unknown>[],
     private readonly cleanupDatabase: () => Promise<void>,
@@ -103,8 +108,18 @@ export class ApiHarness {
         done();
       },
     });
+    const workflows = new WorkflowEngine(runtime, [
+      defineWorkflow({
+        name: 'review',
+        nodes: {
+          a: { agent: 'credit-agent', recoveryPolicy: 'pause' },
+          b: { agent: 'approval-agent', needs: ['a'] },
+        },
+      }),
+    ]);
     const app = await buildApiServer({
       runtime,
+      workflows,
       metrics,
       logger: pino({ level: 'info' }, sink),
       eventPollMs: 50,
@@ -112,8 +127,18 @@ export class ApiHarness {
       ...(options.metricsAuth === undefined ? {} : { metricsAuth: options.metricsAuth }),
     });
     const base = await app.listen({ host: '127.0.0.1', port: 0 });
-    const harness = new ApiHarness(dialect, db.url, store, runtime, app, base, fixtures, metrics, lines, () =>
-      db.drop(),
+    const harness = new ApiHarness(
+      dialect,
+      db.url,
+      store,
+      runtime,
+      app,
+      base,
+      fixtures,
+      metrics,
+      workflows,
+      lines,
+      () => db.drop(),
     );
     await harness.createKeys();
     return harness;

@@ -1,0 +1,81 @@
+import { z } from 'zod/v4';
+import { WORKFLOW_STATUSES } from '../../store/workflow-store.js';
+import {
+  anyJsonSchema,
+  cursorSchema,
+  errorInfoSchema,
+  limitSchema,
+  reasonSchema,
+  runIdSchema,
+} from './common.js';
+
+export const workflowRunIdSchema = z
+  .string()
+  .regex(/^[A-Za-z0-9_.-]{1,96}$/, 'use 1-96 characters of A-Z a-z 0-9 _ . -')
+  .describe('A workflow run id');
+
+const NODE_STATES = ['waiting', 'running', 'completed', 'skipped', 'failed', 'retrying', 'blocked'] as const;
+
+export const workflowNodeSchema = z
+  .object({
+    name: z.string(),
+    agent: z.string(),
+    state: z.enum(NODE_STATES),
+    reason: z.string().nullable(),
+    attempts: z.array(
+      z.object({
+        attempt: z.number().int(),
+        run_id: runIdSchema,
+        status: z.string().nullable().describe("The run's status; null if it cannot be read"),
+      }),
+    ),
+  })
+  .meta({ id: 'WorkflowNode' });
+
+export const workflowRunSchema = z
+  .object({
+    workflow_run_id: workflowRunIdSchema,
+    workflow: z.string(),
+    tenant_id: z.string(),
+    status: z.enum(WORKFLOW_STATUSES),
+    status_reason: z.string().nullable(),
+    input: anyJsonSchema,
+    result: anyJsonSchema.nullable(),
+    error: errorInfoSchema.nullable(),
+    created_at: z.string(),
+    updated_at: z.string(),
+    nodes: z
+      .array(workflowNodeSchema)
+      .optional()
+      .describe('Each node, in order (one workflow run read alone)'),
+  })
+  .meta({ id: 'WorkflowRun' });
+
+export const startWorkflowBody = z.strictObject({
+  workflow: z.string().min(1).max(64),
+  input: anyJsonSchema,
+  workflow_run_id: workflowRunIdSchema
+    .optional()
+    .describe('Makes starting idempotent: the same workflow and input answer 200 with the run that stands'),
+});
+
+export const listWorkflowRunsQuery = z.strictObject({
+  status: z.enum(WORKFLOW_STATUSES).optional(),
+  workflow: z.string().min(1).max(64).optional(),
+  limit: limitSchema,
+  cursor: cursorSchema,
+});
+
+export const cancelWorkflowBody = z.strictObject({ reason: reasonSchema });
+
+export const decideWorkflowBody = z.strictObject({
+  node: z.string().min(1).max(24),
+  action: z
+    .enum(['retry', 'fail'])
+    .describe('retry: start the node again (a fresh run, new keys); fail: end the workflow run'),
+  reason: reasonSchema,
+});
+
+export const workflowEventsQuery = z.strictObject({
+  after: z.coerce.number().int().min(0).optional().describe('Events after this id (or send Last-Event-ID)'),
+});
