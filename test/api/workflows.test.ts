@@ -74,7 +74,9 @@ describe.each(DIALECTS)('workflow runs over HTTP on %s', (dialect) => {
     await h.workflows.runEnded(TENANT, `${id}.b.1`);
     await h.workflows.advanceDue(100);
     const events = await readSse(await stream); // ends with the workflow run
-    expect(events.map((e) => `${e.event}${e.data.node === null ? '' : ` ${String(e.data.node)}`}`)).toEqual([
+    expect(
+      events.map((e) => `${e.event}${typeof e.data.node === 'string' ? ` ${e.data.node}` : ''}`),
+    ).toEqual([
       'workflow.started',
       'node.started a',
       'node.ended a',
@@ -93,7 +95,8 @@ describe.each(DIALECTS)('workflow runs over HTTP on %s', (dialect) => {
     const list = await h.request('GET', '/v1/workflow-runs?status=completed&workflow=review', {
       key: h.keys.viewer,
     });
-    expect(list.body.items.map((w: { workflow_run_id: string }) => w.workflow_run_id)).toContain(id);
+    const items = list.body.items as { workflow_run_id: string }[];
+    expect(items.map((w) => w.workflow_run_id)).toContain(id);
   });
 
   it('pauses on a failed node; an operator retries it; cancel cancels the node run and refuses twice', async () => {
