@@ -24,3 +24,24 @@ export interface Page<T> {
   items: T[];
   next_cursor: string | null;
 }
+
+/** A workflow run as the API answers it (`nodes` when read alone). */
+export interface WorkflowRun {
+  workflow_run_id: string;
+  workflow: string;
+  tenant_id: string;
+  status: string;
+  status_reason: string | null;
+  input: unknown;
+  result: unknown;
+  error: { code: string; message: string } | null;
+  created_at: string;
+  updated_at: string;
+  nodes?: {
+    name: string;
+    agent: string;
+    state: string;
+    reason: string | null;
+    attempts: { attempt: number; run_id: string; status: string | null }[];
+  }[];
+}

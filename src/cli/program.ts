@@ -10,6 +10,7 @@ import { runsCommand, usageCommand } from './runs.js';
 import { serveCommand } from './serve.js';
 import { workerCommand } from './worker.js';
 import { workersCommand } from './workers.js';
+import { workflowsCommand } from './workflows.js';
 import { printable } from './table.js';
 import { packageVersion } from '../util/package-version.js';
 
@@ -31,6 +32,7 @@ export function buildProgram(): Command {
   program.addCommand(runsCommand());
   program.addCommand(usageCommand());
   program.addCommand(workersCommand());
+  program.addCommand(workflowsCommand());
   program.addCommand(drillCommand());
   return program;
 }

@@ -239,6 +239,30 @@ describe('the operator CLI against a running API', () => {
     expect([notFailed.code, notFailed.stderr]).toEqual([1, expect.stringContaining('RUN_NOT_RETRYABLE')]);
   });
 
+  it('workflows start | list | show | cancel | decide', async () => {
+    const id = `cli-wf-${Date.now()}`;
+    const started = await oncely(['workflows', 'start', 'review', '"order ord_3"', '--id', id], env);
+    expect([started.code, started.stdout]).toEqual([0, `${id} (review) is running\n`]);
+    expect((await h.store.workflows.get(TENANT, id))?.input).toBe('order ord_3');
+    await h.workflows.advanceDue(100);
+    const listed = await oncely(['workflows', 'list', '--workflow', 'review'], env);
+    expect(listed.stdout).toMatch(new RegExp(`${id}\\s+review\\s+running`));
+    const shown = await oncely(['workflows', 'show', id], env);
+    expect(shown.code, shown.stderr).toBe(0);
+    expect(shown.stdout).toMatch(new RegExp(`a\\s+credit-agent\\s+running\\s+${id}\\.a\\.1 \\(queued\\)`));
+    expect(shown.stdout).toMatch(/b\s+approval-agent\s+waiting\s+-/);
+    const notPaused = await oncely(
+      ['workflows', 'decide', id, '--node', 'a', '--action', 'retry', '--reason', 'nothing failed'],
+      env,
+    );
+    expect([notPaused.code, notPaused.stderr]).toEqual([1, expect.stringContaining('WORKFLOW_NOT_PAUSED')]);
+    const cancelled = await oncely(['workflows', 'cancel', id, '--reason', 'withdrawn'], env);
+    expect([cancelled.code, cancelled.stdout]).toEqual([0, `${id} is cancelled\n`]);
+    expect((await h.store.runs.get(TENANT, `${id}.a.1`))?.status).toBe('cancelled');
+    const missing = await oncely(['workflows', 'show', 'wf_nope'], env);
+    expect([missing.code, missing.stderr]).toEqual([1, expect.stringContaining('WORKFLOW_NOT_FOUND')]);
+  });
+
   it('runs send | messages, and usage', async () => {
     const runId = await h.drivenRun('chat-agent');
     const sent = await oncely(['runs', 'send', runId, 'and $3 more', '--id', 'cli-msg-2'], env);
@@ -390,6 +414,11 @@ describe('docs/cli.md', () => {
       'runs messages',
       'usage',
       'workers',
+      'workflows start',
+      'workflows list',
+      'workflows show',
+      'workflows decide',
+      'workflows cancel',
       'keys create',
       'keys list',
       'keys revoke',
