@@ -241,3 +241,24 @@ export async function* inboxEvents(signal: AbortSignal): AsyncGenerator<InboxCou
     if (e.event === 'inbox') yield JSON.parse(e.data) as InboxCounts;
   }
 }
+
+export interface WorkflowNode {
+  readonly name: string;
+  readonly agent: string;
+  readonly state: string;
+  readonly reason: string | null;
+  readonly attempts: readonly { attempt: number; run_id: string; status: string | null }[];
+}
+
+export interface WorkflowRun {
+  readonly workflow_run_id: string;
+  readonly workflow: string;
+  readonly status: string;
+  readonly status_reason: string | null;
+  readonly input: unknown;
+  readonly result: unknown;
+  readonly error: { code: string; message: string } | null;
+  readonly created_at: string;
+  readonly updated_at: string;
+  readonly nodes?: readonly WorkflowNode[];
+}

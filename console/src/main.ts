@@ -1,10 +1,12 @@
 import { api, forgetKey, inboxEvents, keepKey, storedKey, ApiError, type Me } from './api.js';
 import { announce, h, replace } from './dom.js';
 import { approvalView, callView, inboxView, runView, runsView, workersView, type View } from './views.js';
+import { workflowView, workflowsView } from './workflows.js';
 
 /*
  * The console's shell: sign-in, the top bar with live counts, and a router on the URL's hash
- * (#/inbox, #/calls/<key>, #/approvals/<key>, #/runs, #/runs/<id>, #/workers). The hash names only
+ * (#/inbox, #/calls/<key>, #/approvals/<key>, #/runs, #/runs/<id>, #/workflows, #/workflows/<id>,
+ * #/workers). The hash names only
  * what is shown, never a secret.
  */
 
@@ -85,6 +87,7 @@ function topBar(who: Me): void {
       h('span', { id: 'count-inbox', class: 'count', 'aria-label': 'items' }),
     ),
     h('a', { href: '#/runs' }, 'Runs'),
+    h('a', { href: '#/workflows' }, 'Workflows'),
     h('a', { href: '#/workers' }, 'Workers'),
   );
   replace(
@@ -149,6 +152,10 @@ function route(): { view: View; args: string[] } {
       return { view: approvalView, args: [rest.join('/')] };
     case 'runs':
       return rest.length > 0 ? { view: runView, args: [rest.join('/')] } : { view: runsView, args: [] };
+    case 'workflows':
+      return rest.length > 0
+        ? { view: workflowView, args: [rest.join('/')] }
+        : { view: workflowsView, args: [] };
     case 'workers':
       return { view: workersView, args: [] };
     default:

@@ -336,8 +336,37 @@ describe.skipIf(!hasChromium)('the operator console in Chromium', () => {
       await ana.page.context().close();
     });
 
+    it('a workflow run shows its node and the node run, and an operator cancels it from the console', async () => {
+      const started = await call(s, 'POST', '/v1/workflow-runs', {
+        workflow: 'refund-flow',
+        input: 'order o_7',
+      });
+      expect(started.status).toBe(201);
+      const id = started.body.workflow_run_id as string;
+      const ana = await Operator.signIn(browser, s.base, s.keys.ana);
+      await ana.click(ana.page.getByRole('link', { name: 'Workflows', exact: true }));
+      await ana.click(ana.page.getByRole('link', { name: id }));
+      await ana.page.getByRole('heading', { name: `Workflow run ${id} running` }).waitFor();
+      // The node's run, started by the worker of `oncely serve`, waits for its approval.
+      const runLink = ana.page.getByRole('link', { name: `${id}.refund.1` });
+      await runLink.waitFor({ timeout: 15_000 });
+      await ana.page.getByText('(awaiting_approval)').waitFor({ timeout: 15_000 });
+      if (kind === 'sqlite') await ana.shot('workflow');
+      await ana.page.getByLabel(/^Reason/).fill('the customer withdrew');
+      await ana.click(ana.page.getByRole('button', { name: 'Cancel workflow run' }));
+      await ana.page.locator('main p.notice-ok', { hasText: 'Cancelled.' }).first().waitFor();
+      expect((await call(s, 'GET', `/v1/workflow-runs/${id}`)).body.status).toBe('cancelled');
+      expect(await runStatus(s, `${id}.refund.1`)).toBe('cancelled');
+      await ana.click(ana.page.getByRole('link', { name: `${id}.refund.1` }));
+      await ana.page.getByRole('heading', { name: new RegExp(`^Run ${id}\\.refund\\.1`) }).waitFor();
+      expect(ana.errors).toEqual([]);
+      await ana.page.context().close();
+    });
+
     it.runIf(kind === 'sqlite')("every page passes axe-core's WCAG 2 A and AA checks", async () => {
       const runId = await startRun(s, 'payer');
+      const flow = (await call(s, 'POST', '/v1/workflow-runs', { workflow: 'refund-flow', input: 'axe' }))
+        .body.workflow_run_id as string;
       const key = await unknownCallOf(s, runId);
       // axe is injected as a script, which the console's policy would refuse: a context of its own
       // that bypasses the policy, for this check only.
@@ -352,6 +381,8 @@ describe.skipIf(!hasChromium)('the operator console in Chromium', () => {
         [`runs/${runId}`, () => page.getByRole('heading', { name: 'Events (live)' }).waitFor()],
         ['runs', () => page.getByRole('link', { name: runId }).waitFor()],
         ['workers', () => page.getByRole('cell', { name: 'live' }).first().waitFor()],
+        ['workflows', () => page.getByRole('link', { name: flow }).waitFor()],
+        [`workflows/${flow}`, () => page.getByRole('heading', { name: 'Nodes' }).waitFor()],
       ];
       const found: string[] = [];
       for (const [hash, ready] of pages) {
