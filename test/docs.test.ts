@@ -49,6 +49,18 @@ describe('docs stay true to the code', () => {
     expect(output.trim()).toBe('completed completed ledger 1');
   });
 
+  it('docs/workflows.md links examples/workflow.ts, and it runs as written', () => {
+    expect(read('docs/workflows.md')).toContain('examples/workflow.ts');
+    const output = execFileSync(process.execPath, ['--import', 'tsx', 'examples/workflow.ts'], {
+      cwd: new URL('..', import.meta.url),
+      encoding: 'utf8',
+    });
+    expect(output.trim().split('\n')).toEqual([
+      'completed | Order ord_7 refunded and the customer told. | review-ord_7.check.1 review-ord_7.refund.1 review-ord_7.notify.1 review-ord_7.summary.1',
+      'refunds 1 | emails 1 | retry on send_email: WORKFLOW_DEFINITION_INVALID',
+    ]);
+  });
+
   it('docs/frameworks.md links examples/ai-sdk-loop.ts, and it runs as written', () => {
     expect(read('docs/frameworks.md')).toContain('examples/ai-sdk-loop.ts');
     const output = execFileSync(process.execPath, ['--import', 'tsx', 'examples/ai-sdk-loop.ts'], {
