@@ -169,27 +169,40 @@ export class WorkflowEngine {
     });
     if (moved === undefined) {
       const now = await this.#record(tenantId, workflowRunId);
+      // A cancel that stopped between its two writes (the process died) is finished by the next one.
+      const finished = now.status === 'cancelled' ? await this.#cancelNodeRuns(now, request.actorId) : 0;
       throw new OncelyError(
         'WORKFLOW_ALREADY_FINAL',
-        `workflow run ${workflowRunId} is already ${now.status}; nothing was changed`,
+        `workflow run ${workflowRunId} is already ${now.status}; ` +
+          (finished > 0
+            ? `its ${finished} node run(s) still going were cancelled now`
+            : 'nothing was changed'),
         { details: { workflowRunId, status: now.status, was: before.status } },
       );
     }
-    const view = await this.get(tenantId, workflowRunId);
+    await this.#cancelNodeRuns(moved, request.actorId);
+    return this.get(tenantId, workflowRunId);
+  }
+
+  /** Cancels the node runs of a cancelled workflow run that have not ended; how many. */
+  async #cancelNodeRuns(record: WorkflowRunRecord, actorId: string): Promise<number> {
+    const view = await this.get(record.tenantId, record.workflowRunId);
+    let cancelled = 0;
     for (const node of view.nodes) {
       const run = node.attempts.at(-1)?.run;
       if (run === undefined || ['completed', 'failed', 'cancelled'].includes(run.status)) continue;
       try {
-        await this.runtime.cancel(tenantId, run.runId, {
-          reason: `its workflow run ${workflowRunId} was cancelled: ${reason}`,
-          actorId: request.actorId,
+        await this.runtime.cancel(record.tenantId, run.runId, {
+          reason: `its workflow run ${record.workflowRunId} was cancelled: ${record.statusReason ?? 'cancelled'}`,
+          actorId,
         });
+        cancelled += 1;
       } catch (error) {
         // It ended meanwhile: nothing to cancel.
         if (!(error instanceof OncelyError && error.code === 'RUN_ALREADY_FINAL')) throw error;
       }
     }
-    return this.get(tenantId, workflowRunId);
+    return cancelled;
   }
 
   /**

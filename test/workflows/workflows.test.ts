@@ -417,6 +417,24 @@ describe.each(STORES)('workflows on %s', (_name, open) => {
     expect(await codeOf(() => engine.cancel(TENANT, id, { reason: 'again', actorId: OPERATOR }))).toBe(
       'WORKFLOW_ALREADY_FINAL',
     );
+
+    // A cancel whose process died after its first write: the next cancel finishes it.
+    const half = newRunId('wf');
+    await engine.start({ tenantId: TENANT, workflow: 'approval', input: 'go', workflowRunId: half });
+    await until(engine, half, (w) => w.nodes[0]?.attempts[0]?.run?.status === 'awaiting_approval');
+    await store.workflows.move({
+      tenantId: TENANT,
+      workflowRunId: half,
+      from: ['running'],
+      to: 'cancelled',
+      statusReason: 'withdrawn',
+      events: [],
+    });
+    expect((await store.runs.get(TENANT, `${half}.ask.1`))?.status).toBe('awaiting_approval');
+    expect(await codeOf(() => engine.cancel(TENANT, half, { reason: 'withdrawn', actorId: OPERATOR }))).toBe(
+      'WORKFLOW_ALREADY_FINAL',
+    );
+    expect((await store.runs.get(TENANT, `${half}.ask.1`))?.status).toBe('cancelled');
   });
 
   it('refuses the bookkeeping of a stale claim: a node run is started once however many processes advance', async () => {
