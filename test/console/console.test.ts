@@ -345,10 +345,12 @@ describe.skipIf(!hasChromium)('the operator console in Chromium', () => {
       const id = started.body.workflow_run_id as string;
       const ana = await Operator.signIn(browser, s.base, s.keys.ana);
       await ana.click(ana.page.getByRole('link', { name: 'Workflows', exact: true }));
-      await ana.click(ana.page.getByRole('link', { name: id }));
+      // Exact names: the inbox, shown before, links the node run's approval, whose name holds the id.
+      await ana.page.getByRole('heading', { name: 'Workflows', exact: true }).waitFor();
+      await ana.click(ana.page.getByRole('link', { name: id, exact: true }));
       await ana.page.getByRole('heading', { name: `Workflow run ${id} running` }).waitFor();
       // The node's run, started by the worker of `oncely serve`, waits for its approval.
-      const runLink = ana.page.getByRole('link', { name: `${id}.refund.1` });
+      const runLink = ana.page.getByRole('link', { name: `${id}.refund.1`, exact: true });
       await runLink.waitFor({ timeout: 15_000 });
       await ana.page.getByText('(awaiting_approval)').waitFor({ timeout: 15_000 });
       if (kind === 'sqlite') await ana.shot('workflow');
@@ -357,7 +359,7 @@ describe.skipIf(!hasChromium)('the operator console in Chromium', () => {
       await ana.page.locator('main p.notice-ok', { hasText: 'Cancelled.' }).first().waitFor();
       expect((await call(s, 'GET', `/v1/workflow-runs/${id}`)).body.status).toBe('cancelled');
       expect(await runStatus(s, `${id}.refund.1`)).toBe('cancelled');
-      await ana.click(ana.page.getByRole('link', { name: `${id}.refund.1` }));
+      await ana.click(runLink);
       await ana.page.getByRole('heading', { name: new RegExp(`^Run ${id}\\.refund\\.1`) }).waitFor();
       expect(ana.errors).toEqual([]);
       await ana.page.context().close();
@@ -381,7 +383,7 @@ describe.skipIf(!hasChromium)('the operator console in Chromium', () => {
         [`runs/${runId}`, () => page.getByRole('heading', { name: 'Events (live)' }).waitFor()],
         ['runs', () => page.getByRole('link', { name: runId }).waitFor()],
         ['workers', () => page.getByRole('cell', { name: 'live' }).first().waitFor()],
-        ['workflows', () => page.getByRole('link', { name: flow }).waitFor()],
+        ['workflows', () => page.getByRole('link', { name: flow, exact: true }).waitFor()],
         [`workflows/${flow}`, () => page.getByRole('heading', { name: 'Nodes' }).waitFor()],
       ];
       const found: string[] = [];
