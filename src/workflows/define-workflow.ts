@@ -89,6 +89,12 @@ export function nodeRunId(workflowRunId: string, node: string, attempt: number):
   return `${workflowRunId}.${node}.${attempt}`;
 }
 
+/** The workflow run a run id names as one of its node runs (read from the right), if it has that form. */
+export function workflowRunIdOf(runId: string): string | undefined {
+  const match = /^(.+)\.[A-Za-z0-9_-]{1,24}\.\d{1,2}$/.exec(runId);
+  return match?.[1] !== undefined && WORKFLOW_RUN_ID.test(match[1]) ? match[1] : undefined;
+}
+
 /**
  * Defines a workflow. A bad definition (an unknown node in `needs`, a cycle, a bad name, retry
  * settings on a node that does not retry) throws `WORKFLOW_DEFINITION_INVALID` naming each problem.

@@ -3,7 +3,7 @@ import type { Logger } from 'pino';
 import { crashPoint } from '../crash/index.js';
 import { errorInfo, OncelyError } from '../errors/index.js';
 import { argsDigest, assertTenantId, toJsonValue, type JsonValue } from '../ledger/index.js';
-import type { RunRecord } from '../run-state/index.js';
+import { isFinalRunStatus, type RunRecord } from '../run-state/index.js';
 import type { Runtime } from '../runs/index.js';
 import {
   FINAL_WORKFLOW_STATUSES,
@@ -11,7 +11,7 @@ import {
   type WorkflowRunRecord,
   type WorkflowStatus,
 } from '../store/workflow-store.js';
-import { recoveryProblems, WORKFLOW_RUN_ID, type Workflow } from './define-workflow.js';
+import { recoveryProblems, workflowRunIdOf, WORKFLOW_RUN_ID, type Workflow } from './define-workflow.js';
 import { planWorkflow, RECHECK_MS, type NodeView, type WorkflowPlan } from './plan.js';
 
 /** How long a claim on a workflow run holds while it is advanced (an advance takes milliseconds). */
@@ -190,7 +190,7 @@ export class WorkflowEngine {
     let cancelled = 0;
     for (const node of view.nodes) {
       const run = node.attempts.at(-1)?.run;
-      if (run === undefined || ['completed', 'failed', 'cancelled'].includes(run.status)) continue;
+      if (run === undefined || isFinalRunStatus(run.status)) continue;
       try {
         await this.runtime.cancel(record.tenantId, run.runId, {
           reason: `its workflow run ${record.workflowRunId} was cancelled: ${record.statusReason ?? 'cancelled'}`,
@@ -265,10 +265,10 @@ export class WorkflowEngine {
 
   /** A node's run ended (or may have): its workflow run is looked at now. Cheap for any other run. */
   async runEnded(tenantId: string, runId: string): Promise<void> {
-    const match = /^(.+)\.([A-Za-z0-9_-]{1,24})\.(\d{1,2})$/.exec(runId);
-    if (match?.[1] === undefined) return;
+    const workflowRunId = workflowRunIdOf(runId);
+    if (workflowRunId === undefined) return;
     await crashPoint('workflow.after-node-end');
-    await this.runtime.store.workflows.wake(tenantId, match[1]);
+    await this.runtime.store.workflows.wake(tenantId, workflowRunId);
   }
 
   /**

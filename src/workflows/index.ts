@@ -2,6 +2,7 @@ export {
   defineWorkflow,
   recoveryProblems,
   nodeRunId,
+  workflowRunIdOf,
   RECOVERY_POLICIES,
   type RecoveryPolicy,
   type Workflow,

@@ -1,5 +1,5 @@
 import type { ErrorInfo, JsonValue } from '../ledger/index.js';
-import type { RunRecord } from '../run-state/index.js';
+import { isFinalRunStatus, type RunRecord } from '../run-state/index.js';
 import type { NewWorkflowEvent, WorkflowEvent, WorkflowStatus } from '../store/workflow-store.js';
 import { nodeRunId, type Workflow, type WorkflowContext, type WorkflowNode } from './define-workflow.js';
 
@@ -75,8 +75,6 @@ export interface WorkflowPlan {
 export const RECHECK_MS = 30_000;
 /** A retry blocked by an unknown call is looked at again this often, to see whether it was settled. */
 export const UNKNOWN_RECHECK_MS = 2_000;
-
-const ENDED: ReadonlySet<RunRecord['status']> = new Set(['completed', 'failed', 'cancelled']);
 
 /** Which attempts of each node were started, from the events. */
 function attemptsOf(facts: PlanFacts): Map<string, NodeAttempt[]> {
@@ -190,7 +188,7 @@ export function planWorkflow(facts: PlanFacts): WorkflowPlan {
       continue;
     }
     const run = latest.run;
-    if (run === undefined || !ENDED.has(run.status)) {
+    if (run === undefined || !isFinalRunStatus(run.status)) {
       view('running', run?.statusReason ?? null);
       continue;
     }

@@ -1,6 +1,7 @@
 /* eslint-disable @typescript-eslint/no-unsafe-member-access -- HTTP answers are JSON of no static type, read by assertions */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { readSse } from '../support/sse.js';
+import { failRun } from './support/endpoints.js';
 import { DIALECTS, TENANT, ApiHarness } from './support/harness.js';
 
 /*
@@ -103,20 +104,7 @@ describe.each(DIALECTS)('workflow runs over HTTP on %s', (dialect) => {
     const id = `review-${dialect}-2`;
     expect((await start({ workflow: 'review', input: 'to fail', workflow_run_id: id })).status).toBe(201);
     await h.workflows.advanceDue(100);
-    const claimed = await h.store.runs.claim(TENANT, `${id}.a.1`, 'test', 60_000);
-    await h.store.runs.saveCheckpoint({
-      fence: {
-        tenantId: TENANT,
-        runId: `${id}.a.1`,
-        leaseEpoch: claimed!.leaseEpoch,
-        checkpointVersion: claimed!.checkpointVersion,
-      },
-      checkpoint: claimed!.checkpoint,
-      storedMessages: claimed!.checkpoint.messages.length,
-      status: 'failed',
-      error: { code: 'MODEL_CALL_FAILED', message: 'the provider stayed down' },
-      reason: 'the provider stayed down',
-    });
+    await failRun(h, `${id}.a.1`); // its model stayed down
     await h.workflows.runEnded(TENANT, `${id}.a.1`);
     await h.workflows.advanceDue(100);
     const paused = await h.request('GET', `/v1/workflow-runs/${id}`, { key: h.keys.viewer });

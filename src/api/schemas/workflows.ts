@@ -1,5 +1,6 @@
 import { z } from 'zod/v4';
 import { WORKFLOW_STATUSES } from '../../store/workflow-store.js';
+import { WORKFLOW_RUN_ID } from '../../workflows/define-workflow.js';
 import {
   anyJsonSchema,
   cursorSchema,
@@ -11,7 +12,7 @@ import {
 
 export const workflowRunIdSchema = z
   .string()
-  .regex(/^[A-Za-z0-9_.-]{1,96}$/, 'use 1-96 characters of A-Z a-z 0-9 _ . -')
+  .regex(WORKFLOW_RUN_ID, 'use 1-96 characters of A-Z a-z 0-9 _ . -')
   .describe('A workflow run id');
 
 const NODE_STATES = ['waiting', 'running', 'completed', 'skipped', 'failed', 'retrying', 'blocked'] as const;

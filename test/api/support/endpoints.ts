@@ -272,7 +272,7 @@ async function failedRun(h: ApiHarness): Promise<string> {
 }
 
 /** Claims a queued run and saves it failed. */
-async function failRun(h: ApiHarness, runId: string): Promise<string> {
+export async function failRun(h: ApiHarness, runId: string): Promise<string> {
   const run = { runId };
   const claimed = await h.store.runs.claim(TENANT, run.runId, 'seed', 60_000);
   if (claimed === undefined) throw new Error('could not claim the seeded run');
