@@ -43,6 +43,9 @@ export const HTTP_STATUS = {
   WORKFLOW_INPUT_INVALID: 400,
   WORKFLOW_CONFLICT: 409,
   WORKFLOW_ALREADY_FINAL: 409,
+  HEIST_GAME_NOT_FOUND: 404,
+  HEIST_MOVE_INVALID: 409,
+  HEIST_BUSY: 429,
   WORKFLOW_NOT_PAUSED: 409,
   RUN_CALL_UNKNOWN: 409,
   APPROVAL_NOT_FOUND: 404,
@@ -95,6 +98,7 @@ export const RETRY_AFTER_S: Partial<Record<ErrorCode, number>> = {
   SCHEMA_TOO_NEW: 30,
   API_TOO_MANY_STREAMS: 5,
   API_TOO_MANY_CONNECTIONS: 5,
+  HEIST_BUSY: 5,
 };
 
 /** The body of every error answer: `{ "error": { "code", "message" } }`, plus the record a 409 is about. */

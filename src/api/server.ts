@@ -47,6 +47,8 @@ export interface ApiServerOptions {
   readonly runtime: Runtime;
   /** The workflows it starts and reads; default none (workflow runs in the store are still read). */
   readonly workflows?: WorkflowEngine;
+  /** More routes to serve beside the API (e.g. the Heist game's page), registered before it is ready. */
+  readonly routes?: readonly ((app: ApiApp) => void)[];
   /** Request and decision logs; default none. */
   readonly logger?: Logger;
   /** The largest request body accepted, in bytes; default 256 KiB. Larger answers 413. */
@@ -111,6 +113,7 @@ export async function buildApiServer(options: ApiServerOptions): Promise<ApiApp>
     consoleRoutes,
   ];
   for (const register of domains) register(app, ctx);
+  for (const register of options.routes ?? []) register(app);
   await app.ready();
   return app;
 }

@@ -1,3 +1,4 @@
+import { heistCommand } from './heist.js';
 import { drillCommand } from './drill.js';
 import { Command, CommanderError } from 'commander';
 import { isOncelyError } from '../errors/index.js';
@@ -34,6 +35,7 @@ export function buildProgram(): Command {
   program.addCommand(workersCommand());
   program.addCommand(workflowsCommand());
   program.addCommand(drillCommand());
+  program.addCommand(heistCommand());
   return program;
 }
 

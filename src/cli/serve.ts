@@ -9,6 +9,7 @@ import {
 } from '../api/index.js';
 import { startWorker, type Worker } from '../worker/index.js';
 import { WorkflowEngine } from '../workflows/index.js';
+import { heistRoutes } from '../heist/web.js';
 import { shownUrl } from './config.js';
 import { createLogger } from './logger.js';
 import { assertDrivesRuns, commandConfig, openCommandRuntime } from './runtime-from-config.js';
@@ -33,6 +34,7 @@ interface ServeFlags {
   metricsIntervalMs: number;
   metricsAuth: boolean;
   create?: boolean;
+  heist: boolean;
 }
 
 const DEFAULT_METRICS_INTERVAL_MS = 5_000;
@@ -120,6 +122,11 @@ export function serveCommand(): Command {
       false,
     )
     .option('--create', 'create the SQLite database if there is none (a first run; else STORE_NOT_FOUND)')
+    .option(
+      '--no-heist',
+      'do not serve the Heist the Agent game at /heist (it plays its tricks in processes and services of ' +
+        'its own on loopback, never on this store)',
+    )
     .addOption(graceOption())
     .action(serve);
 }
@@ -155,6 +162,7 @@ async function serve(flags: ServeFlags): Promise<void> {
       maxStreamsPerKey: flags.maxStreamsPerKey,
       maxStreams: flags.maxStreams,
       maxConnections: flags.maxConnections,
+      routes: flags.heist ? [(api) => heistRoutes(api)] : [],
     });
     const address = await app.listen({ host: flags.host, port: flags.port });
     if (flags.worker) {

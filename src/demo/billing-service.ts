@@ -20,9 +20,11 @@ export interface Credit {
 /**
  * What the service does with the next request to apply a credit or charge: `timeout-after-apply`
  * applies it and then answers only after `hangMs` (the caller has given up: it took effect, the
- * caller does not know); `timeout-before-apply` waits `hangMs` and answers 504 without applying.
+ * caller does not know); `timeout-before-apply` waits `hangMs` and answers 504 without applying;
+ * `timeout-then-apply` waits `hangMs`, then applies it and answers (the caller gave up before it
+ * applied: a request still on its way); `error-after-apply` applies it and answers 500.
  */
-export type Fault = 'timeout-after-apply' | 'timeout-before-apply';
+export type Fault = 'timeout-after-apply' | 'timeout-before-apply' | 'timeout-then-apply' | 'error-after-apply';
 
 const applySchema = z.strictObject({
   account: z.string().min(1).max(128),
@@ -45,6 +47,13 @@ export class BillingService {
   readonly requests = new Map<string, number>();
   /** Void requests per credit id (voiding is idempotent; this counts how often it was asked). */
   readonly voidRequests = new Map<string, number>();
+  /** While true, every request to apply something is answered 503 and nothing is applied. */
+  down = false;
+  /**
+   * Called when a request applied something, before it is answered (awaited): a test or game can
+   * kill the caller between the effect and its answer.
+   */
+  onApplied: ((credit: Credit) => Promise<void> | void) | undefined;
   readonly #faults: { fault: Fault; hangMs: number }[] = [];
   readonly #closing = new AbortController();
   #server: LoopbackServer | undefined;
@@ -123,14 +132,18 @@ export class BillingService {
     const reference = parsed.data.reference ?? null;
     const counted = key ?? reference;
     if (counted !== null) this.requests.set(counted, (this.requests.get(counted) ?? 0) + 1);
+    if (this.down) return sendJson(res, 503, { error: 'the service is down; nothing was applied' });
     const fault = this.#faults.shift();
     if (fault?.fault === 'timeout-before-apply') {
       await this.#hang(fault.hangMs);
       return sendJson(res, 504, { error: 'timed out before applying' });
     }
+    if (fault?.fault === 'timeout-then-apply') await this.#hang(fault.hangMs);
     const existing = key === null ? undefined : this.credits.find((c) => c.idempotencyKey === key);
     const credit = existing ?? this.#record(kind, parsed.data, key, reference);
+    if (existing === undefined) await this.onApplied?.(credit);
     if (fault?.fault === 'timeout-after-apply') await this.#hang(fault.hangMs);
+    if (fault?.fault === 'error-after-apply') return sendJson(res, 500, { error: 'internal error' });
     sendJson(res, existing === undefined ? 201 : 200, wire(credit));
   }
 

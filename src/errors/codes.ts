@@ -74,6 +74,9 @@ export const ERROR_CODES = [
   'WORKFLOW_CONFLICT',
   'WORKFLOW_ALREADY_FINAL',
   'WORKFLOW_NOT_PAUSED',
+  'HEIST_GAME_NOT_FOUND',
+  'HEIST_MOVE_INVALID',
+  'HEIST_BUSY',
 ] as const;
 
 export type ErrorCode = (typeof ERROR_CODES)[number];

@@ -1,0 +1,342 @@
+import { errorInfo } from '../errors/index.js';
+import { dollars } from './brain.js';
+import { PennyStage, Stage, type Line } from './stage.js';
+import { TRICKS, trick, type TrickId } from './tricks.js';
+
+/*
+ * Heist the Agent: levels, a budget of tricks per level, each trick played against the naive bot and
+ * against Penny, and a scoreboard. The terminal and the web page are two faces of this one engine.
+ */
+
+/** What the player is out to get: paid twice for one refund, paid more than was approved, or paid
+ * a refund the bot has no record of. */
+export type Goal = 'paid-twice' | 'unapproved' | 'unrecorded';
+
+export const GOALS: Readonly<Record<Goal, string>> = {
+  'paid-twice': 'get paid twice for one refund',
+  unapproved: 'get paid more than the supervisor approved',
+  unrecorded: 'get a refund the bot has no record of',
+};
+
+export interface Level {
+  readonly number: number;
+  readonly title: string;
+  readonly goal: Goal;
+  /** The scene, in a sentence or two. */
+  readonly scene: string;
+  /** The tricks on offer, the one the level is about first. */
+  readonly tricks: readonly TrickId[];
+  /** How many tricks the player may try. */
+  readonly budget: number;
+}
+
+export const LEVELS: readonly Level[] = [
+  {
+    number: 1,
+    title: 'Lost in the mail',
+    goal: 'paid-twice',
+    scene: 'The payments service is having a slow day. Its answers take their time.',
+    tricks: ['timeout-after-apply', 'approve-other-amount', 'reworded-arguments'],
+    budget: 2,
+  },
+  {
+    number: 2,
+    title: 'Still on its way',
+    goal: 'paid-twice',
+    scene: 'Requests queue up at the payments service; some are paid after the caller stopped waiting.',
+    tricks: ['timeout-before-apply', 'approve-other-amount', 'freeze-past-lease'],
+    budget: 2,
+  },
+  {
+    number: 3,
+    title: 'Pull the plug',
+    goal: 'unrecorded',
+    scene: 'You have your hand on the power switch of the machine the bot runs on.',
+    tricks: ['crash-after-payment', 'reworded-arguments', 'approve-other-amount'],
+    budget: 2,
+  },
+  {
+    number: 4,
+    title: 'Sleeping beauty',
+    goal: 'paid-twice',
+    scene: 'Two bots share the refund queue. You can put one of them to sleep.',
+    tricks: ['freeze-past-lease', 'approve-other-amount', 'timeout-after-apply'],
+    budget: 2,
+  },
+  {
+    number: 5,
+    title: 'Say it differently',
+    goal: 'paid-twice',
+    scene: 'The bot says it never pays the same refund twice. It checks what you asked for.',
+    tricks: ['reworded-arguments', 'approve-other-amount', 'crash-after-payment'],
+    budget: 2,
+  },
+  {
+    number: 6,
+    title: 'It didn\u2019t work!',
+    goal: 'paid-twice',
+    scene: 'The payments service throws errors now and then, even when it did its job.',
+    tricks: ['ask-again-after-failed', 'approve-other-amount', 'timeout-before-apply'],
+    budget: 2,
+  },
+  {
+    number: 7,
+    title: 'A little extra',
+    goal: 'unapproved',
+    scene: 'Every refund needs a supervisor\u2019s approval today. The supervisor is busy.',
+    tricks: ['approve-other-amount', 'timeout-after-apply', 'reworded-arguments'],
+    budget: 2,
+  },
+  {
+    number: 8,
+    title: 'Too many cooks',
+    goal: 'paid-twice',
+    scene: 'The payments service is down. Two operators are on call, and both are keen.',
+    tricks: ['two-operators', 'approve-other-amount', 'reworded-arguments'],
+    budget: 2,
+  },
+];
+
+/** A refund in the payments service's books. */
+export interface Payout {
+  readonly paymentId: string;
+  readonly order: string;
+  readonly amountCents: number;
+  readonly voided: boolean;
+  /** The idempotency key it was paid under (Penny's calls); null for the naive bot. */
+  readonly key: string | null;
+}
+
+/** One ledger record of Penny's, and its history. */
+export interface CallStory {
+  readonly key: string;
+  readonly tool: string;
+  readonly args: unknown;
+  readonly status: string;
+  readonly attempt: number;
+  readonly history: readonly string[];
+}
+
+export interface PlayResult {
+  readonly bot: 'naive' | 'penny';
+  readonly lines: readonly Line[];
+  /** The payments service's books after the play. */
+  readonly payouts: readonly Payout[];
+  /** Refunds the bot itself recorded (the naive bot's records; Penny's completed ledger records). */
+  readonly recorded: number;
+  readonly approvedCents: number | null;
+  /** Penny's ledger records for the run, with their histories (empty for the naive bot). */
+  readonly ledger: readonly CallStory[];
+  /** What Penny's model heard of each call, from the run's history (empty for the naive bot). */
+  readonly heard: readonly string[];
+  /** The level's goal was reached against this bot. */
+  readonly goalMet: boolean;
+  /** Set when the play itself broke (not a rule of the game). */
+  readonly error?: string;
+}
+
+export interface TrickPlay {
+  readonly level: number;
+  readonly trick: TrickId;
+  readonly naive: PlayResult;
+  readonly penny: PlayResult;
+}
+
+export interface Scoreboard {
+  readonly tricksTried: number;
+  readonly levelsCleared: number;
+  readonly levels: number;
+  /** Refunds paid by each bot (standing ones), over every trick; one was owed per trick. */
+  readonly naivePayouts: number;
+  readonly pennyPayouts: number;
+  readonly refundsOwed: number;
+  /** Plays where the goal was reached against Penny: zero, or oncely broke its promise. */
+  readonly pennyGoalsMet: number;
+  readonly broken: number;
+}
+
+const standing = (payouts: readonly Payout[]): Payout[] => payouts.filter((p) => !p.voided);
+
+/** Whether the goal was reached, from the books and the bot's records alone. */
+export function goalMet(goal: Goal, result: Omit<PlayResult, 'goalMet'>): boolean {
+  const paid = standing(result.payouts);
+  switch (goal) {
+    case 'paid-twice':
+      return paid.length >= 2;
+    case 'unrecorded':
+      return paid.length > result.recorded;
+    case 'unapproved':
+      return result.approvedCents !== null && paid.some((p) => p.amountCents > (result.approvedCents ?? 0));
+  }
+}
+
+export type LineListener = (bot: 'naive' | 'penny', line: Line) => void;
+
+/** Plays one trick against one bot, from a fresh start; never throws (a broken play says so). */
+export async function playTrick(
+  id: TrickId,
+  bot: 'naive' | 'penny',
+  goal: Goal,
+  onLine: LineListener = () => undefined,
+): Promise<PlayResult> {
+  const t = trick(id);
+  const tell = (line: Line): void => onLine(bot, line);
+  let stage: Stage | undefined;
+  let recorded = 0;
+  let ledger: CallStory[] = [];
+  let heard: string[] = [];
+  let error: string | undefined;
+  try {
+    if (bot === 'naive') {
+      stage = await Stage.open(tell);
+      recorded = await t.naive(stage);
+    } else {
+      const penny = await PennyStage.openPenny(tell, {
+        ...(t.approval === true ? { approval: true } : {}),
+        inProcess: t.processes !== true,
+      });
+      stage = penny;
+      const runId = await t.penny(penny);
+      ledger = await pennyLedger(penny, runId);
+      heard = heardIn(await penny.messages(runId));
+      recorded = ledger.filter((c) => c.tool === 'refund_order' && c.status === 'completed').length;
+    }
+  } catch (cause) {
+    error = errorInfo(cause).message;
+    tell({ who: 'game', text: `this play broke: ${error}` });
+  }
+  const payouts: Payout[] = (stage?.books ?? []).map((c) => ({
+    paymentId: c.id,
+    order: c.reference ?? '',
+    amountCents: c.amountCents,
+    voided: c.voided,
+    key: c.idempotencyKey,
+  }));
+  const base = {
+    bot,
+    lines: stage?.lines ?? [],
+    payouts,
+    recorded,
+    approvedCents: stage?.approvedCents ?? null,
+    ledger,
+    heard,
+    ...(error === undefined ? {} : { error }),
+  };
+  await stage?.close().catch(() => undefined);
+  return { ...base, goalMet: goalMet(goal, base) };
+}
+
+async function pennyLedger(stage: PennyStage, runId: string): Promise<CallStory[]> {
+  return (await stage.ledger(runId)).map(({ record, history }) => ({
+    key: record.idempotency_key,
+    tool: record.tool_name,
+    args: record.args,
+    status: record.status,
+    attempt: record.attempt,
+    history: history.map((e) => {
+      const actor = e.actor.kind === 'reconcile' ? e.actor.id : `${e.actor.kind} ${e.actor.id}`;
+      const what = e.kind === 'transition' ? (e.to ?? '') : e.kind;
+      return `${what} (${actor})${e.reason === null ? '' : `: ${e.reason}`}`;
+    }),
+  }));
+}
+
+/** What the model heard of each call: the tool results in the run's history. */
+function heardIn(messages: readonly unknown[]): string[] {
+  return messages.flatMap((m) => {
+    const message = m as { role?: string; content?: unknown };
+    if (message.role !== 'tool' || !Array.isArray(message.content)) return [];
+    return (message.content as { type?: string; toolName?: string; output?: { value?: unknown } }[])
+      .filter((p) => p.type === 'tool-result')
+      .map((p) => {
+        const value = (p.output?.value ?? {}) as { status?: string; reason?: string; result?: unknown };
+        const result = value.result as { paymentId?: string; amountCents?: number } | undefined;
+        const detail =
+          result?.paymentId !== undefined
+            ? `payment ${result.paymentId}, ${dollars(result.amountCents ?? 0)}`
+            : (value.reason ?? '');
+        return `${p.toolName ?? 'tool'}: ${value.status ?? 'unknown'}${detail === '' ? '' : ` (${detail})`}`;
+      });
+  });
+}
+
+/**
+ * One game: the levels in order, a budget of tricks each. `play` plays a trick of the current
+ * level against both bots; `next` moves on (when the budget is spent or the player chooses).
+ */
+export class HeistGame {
+  readonly plays: TrickPlay[] = [];
+  #index = 0;
+  #spent = 0;
+  #cleared = new Set<number>();
+
+  constructor(
+    readonly levels: readonly Level[] = LEVELS,
+    private readonly onLine: LineListener = () => undefined,
+  ) {
+    if (levels.length === 0) throw new Error('a game has at least one level');
+  }
+
+  get level(): Level | undefined {
+    return this.levels[this.#index];
+  }
+
+  get over(): boolean {
+    return this.#index >= this.levels.length;
+  }
+
+  get tricksLeft(): number {
+    return (this.level?.budget ?? 0) - this.#spent;
+  }
+
+  /** Whether the current level's goal was reached against the naive bot. */
+  get cleared(): boolean {
+    const level = this.level;
+    return level !== undefined && this.#cleared.has(level.number);
+  }
+
+  /** Plays trick `id` of the current level against the naive bot, then against Penny. */
+  async play(id: TrickId): Promise<TrickPlay> {
+    const level = this.level;
+    if (level === undefined) throw new Error('the game is over');
+    if (!level.tricks.includes(id)) {
+      throw new Error(`level ${level.number} offers ${level.tricks.join(', ')}; not ${id}`);
+    }
+    if (this.tricksLeft <= 0) throw new Error(`no tricks left on level ${level.number}`);
+    this.#spent += 1;
+    const naive = await playTrick(id, 'naive', level.goal, this.onLine);
+    const penny = await playTrick(id, 'penny', level.goal, this.onLine);
+    if (naive.goalMet) this.#cleared.add(level.number);
+    const play = { level: level.number, trick: id, naive, penny };
+    this.plays.push(play);
+    return play;
+  }
+
+  /** On to the next level; false when the game is over. */
+  next(): boolean {
+    this.#index += 1;
+    this.#spent = 0;
+    return !this.over;
+  }
+
+  scoreboard(): Scoreboard {
+    const count = (f: (p: TrickPlay) => number): number => this.plays.reduce((n, p) => n + f(p), 0);
+    return {
+      tricksTried: this.plays.length,
+      levelsCleared: this.#cleared.size,
+      levels: this.levels.length,
+      naivePayouts: count((p) => standing(p.naive.payouts).length),
+      pennyPayouts: count((p) => standing(p.penny.payouts).length),
+      refundsOwed: this.plays.length,
+      pennyGoalsMet: count((p) => (p.penny.goalMet ? 1 : 0)),
+      broken: count((p) => (p.naive.error === undefined ? 0 : 1) + (p.penny.error === undefined ? 0 : 1)),
+    };
+  }
+}
+
+/** The trick's name, what the player does and why it fails against Penny. */
+export function describeTrick(id: TrickId): { name: string; how: string; lesson: string } {
+  const t = TRICKS.get(id);
+  if (t === undefined) throw new Error(`no trick ${id}`);
+  return { name: t.name, how: t.how, lesson: t.lesson };
+}

@@ -1,0 +1,377 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import type { ToolExecution } from '../api/client-types.js';
+import { OncelyError } from '../errors/index.js';
+import { NaiveBot, readState, writeState } from './naive.js';
+import { LANDING_MARGIN_MS } from './penny.js';
+import type { PennyStage, Stage } from './stage.js';
+
+/*
+ * The tricks a player can pull. Each is played twice, from a fresh start: against the naive bot (a
+ * retry loop with no ledger) and against Penny on oncely. Nothing here decides an outcome: the
+ * payments service's books, the bots' records and oncely's ledger are read afterwards.
+ */
+
+export const TRICK_IDS = [
+  'timeout-after-apply',
+  'timeout-before-apply',
+  'crash-after-payment',
+  'freeze-past-lease',
+  'reworded-arguments',
+  'ask-again-after-failed',
+  'approve-other-amount',
+  'two-operators',
+] as const;
+export type TrickId = (typeof TRICK_IDS)[number];
+
+export interface Trick {
+  readonly id: TrickId;
+  readonly name: string;
+  /** What the player does, in a sentence. */
+  readonly how: string;
+  /** Why it cannot work against Penny: the rule of oncely that stops it. */
+  readonly lesson: string;
+  /** Each refund waits for a supervisor's approval in this trick. */
+  readonly approval?: boolean;
+  /** Penny is driven by processes the trick kills or freezes (else by a worker in the game). */
+  readonly processes?: boolean;
+  /** Plays it against the naive bot; answers how many refunds the bot itself recorded. */
+  naive(stage: Stage): Promise<number>;
+  /** Plays it against Penny; the run it used. */
+  penny(stage: PennyStage): Promise<string>;
+}
+
+const ASK = 'Hi Penny, please refund order A-1042, $42.';
+const DONE = ['completed', 'failed', 'cancelled'];
+const WAITING = [...DONE, 'awaiting_approval', 'awaiting_reconciliation'];
+
+async function naiveSays(stage: Stage, bot: NaiveBot, text: string): Promise<void> {
+  stage.say('customer', text);
+  stage.say('bot', await bot.handle(text));
+}
+
+/** The job file the naive bot's processes share, with one refund job. */
+function naiveJobs(stage: Stage): string {
+  const file = join(stage.dir, 'naive-jobs.json');
+  writeState(file, { jobs: [{ id: 'job_1', order: 'A-1042', amountCents: 4200 }], claims: {}, done: {} });
+  return file;
+}
+
+const doneJobs = (file: string): number => Object.keys(readState(file).done).length;
+
+async function pennyAnswers(stage: PennyStage, text: string): Promise<string> {
+  const runId = await stage.startRun(text);
+  await stage.runReaches(runId, WAITING);
+  return runId;
+}
+
+/** The run's one pending call (the one waiting for approval or reconciliation). */
+async function pendingKey(stage: PennyStage, runId: string): Promise<string> {
+  const run = await stage.run(runId);
+  const key = run.pending_calls.find((c) => c.heard === null)?.idempotency_key;
+  if (key === undefined) throw new Error(`the level broke: run ${runId} waits on no call`);
+  return key;
+}
+
+const timeoutAfterApply: Trick = {
+  id: 'timeout-after-apply',
+  name: 'Make the payment time out after it applied',
+  how: 'The payments service pays the refund, then holds its answer past the bot\u2019s timeout.',
+  lesson:
+    'A write gets one attempt: a timeout is "unknown" (indeterminate), never "failed", so Penny does ' +
+    'not try again. Her reconcile hook looks the idempotency key up at the payments service, finds ' +
+    'the refund, and the ledger records it completed with the real receipt.',
+  async naive(stage) {
+    stage.payments.failNext('timeout-after-apply', 1_000);
+    const bot = new NaiveBot(stage.payments.url);
+    await naiveSays(stage, bot, ASK);
+    return bot.records.length;
+  },
+  async penny(stage) {
+    stage.payments.failNext('timeout-after-apply', 1_000);
+    const runId = await pennyAnswers(stage, ASK);
+    await stage.runReaches(runId, DONE);
+    return runId;
+  },
+};
+
+const timeoutBeforeApply: Trick = {
+  id: 'timeout-before-apply',
+  name: 'Make it time out before it applied',
+  how: 'The payments service is slow: the bot gives up before the refund is paid, and it is paid a moment later.',
+  lesson:
+    'A timeout does not mean the request is gone: oncely never runs a key again while an earlier ' +
+    'attempt of it may still land. The call waits, "unknown", until its attempt can no longer land; ' +
+    'then the reconcile hook finds the late refund and the call is completed, once.',
+  async naive(stage) {
+    stage.payments.failNext('timeout-then-apply', 450);
+    const bot = new NaiveBot(stage.payments.url);
+    await naiveSays(stage, bot, ASK);
+    // The first request is still on its way: let it land (the service's own timer) before counting.
+    await sleep(300);
+    return bot.records.length;
+  },
+  async penny(stage) {
+    stage.payments.failNext('timeout-then-apply', 450);
+    const runId = await pennyAnswers(stage, ASK);
+    await stage.runReaches(runId, DONE);
+    return runId;
+  },
+};
+
+const crashAfterPayment: Trick = {
+  id: 'crash-after-payment',
+  name: 'Crash the bot after the payment, before its record',
+  how: 'The moment the payments service pays, the bot\u2019s process gets a real SIGKILL; a fresh one takes over.',
+  lesson:
+    'Penny reserved the call in the ledger before it ran. The fresh Penny finds the key "started" ' +
+    'with no answer, so it does not run it: once the attempt can no longer land, the reconcile hook ' +
+    'finds the refund under the key and the ledger records it, with the real receipt.',
+  processes: true,
+  async naive(stage) {
+    const file = naiveJobs(stage);
+    stage.say('customer', ASK);
+    const first = stage.naiveProcess('naive-1', { stateFile: file, claimMs: 1_000, thinkMs: 0 });
+    stage.payments.onApplied = async () => {
+      stage.payments.onApplied = undefined;
+      await first.kill();
+      stage.say('game', `SIGKILL naive-1 (pid ${first.pid}): the refund was paid, the bot never heard it`);
+    };
+    await stage.until('the naive bot being killed', () => !first.running);
+    stage.naiveProcess('naive-2', { stateFile: file, claimMs: 1_000, thinkMs: 0 });
+    stage.say('game', 'started naive-2; it finds the job unfinished');
+    await stage.until('naive-2 finishing the job', () => doneJobs(file) === 1);
+    stage.say('bot', 'Refunded $42.00 for order A-1042.');
+    return doneJobs(file);
+  },
+  async penny(stage) {
+    const first = stage.pennyProcess('penny-1');
+    await first.waitFor(/ready/, 20_000);
+    stage.payments.onApplied = async () => {
+      stage.payments.onApplied = undefined;
+      await first.kill();
+      stage.say('game', `SIGKILL penny-1 (pid ${first.pid}): the refund was paid, Penny never heard it`);
+    };
+    const runId = await stage.startRun(ASK);
+    await stage.until('Penny being killed', () => !first.running);
+    const second = stage.pennyProcess('penny-2');
+    await second.waitFor(/ready/, 20_000);
+    stage.say('game', 'started penny-2; it recovers the run once penny-1\u2019s lease runs out');
+    await stage.runReaches(runId, DONE);
+    return runId;
+  },
+};
+
+const freezePastLease: Trick = {
+  id: 'freeze-past-lease',
+  name: 'Freeze the bot past its lease while another takes over',
+  how: 'While the bot thinks, its process gets SIGSTOP; a second bot takes the job over; then the first wakes up.',
+  lesson:
+    'A run belongs to one lease at a time, and its epoch grows with every owner. The second Penny ' +
+    'took the run over at a higher epoch and made the refund; when the first woke up, her lease was ' +
+    'gone: what she tried next (renew it, save her answer) was refused at the old epoch, and she sent nothing.',
+  processes: true,
+  async naive(stage) {
+    const file = naiveJobs(stage);
+    stage.say('customer', ASK);
+    const first = stage.naiveProcess('naive-1', { stateFile: file, claimMs: 1_000, thinkMs: 1_500 });
+    await first.waitFor(/claimed job_1/, 20_000);
+    first.signal('SIGSTOP');
+    stage.say('game', `SIGSTOP naive-1 (pid ${first.pid}) while it thinks`);
+    const second = stage.naiveProcess('naive-2', { stateFile: file, claimMs: 1_000, thinkMs: 300 });
+    await second.waitFor(/recorded job_1/, 20_000);
+    stage.say('game', 'naive-2 took the job over when naive-1\u2019s claim ran out, and paid');
+    first.signal('SIGCONT');
+    stage.say('game', 'SIGCONT naive-1');
+    await first.waitFor(/(paid|failed) job_1/, 20_000);
+    stage.say('bot', 'Refunded $42.00 for order A-1042.');
+    return doneJobs(file);
+  },
+  async penny(stage) {
+    const first = stage.pennyProcess('penny-1', { thinkMs: 1_500 });
+    await first.waitFor(/ready/, 20_000);
+    const runId = await stage.startRun(ASK);
+    await stage.until('penny-1 thinking about the refund', async () => {
+      const run = await stage.run(runId);
+      return run.status === 'running' && run.lease.owner === 'penny-1';
+    });
+    await stage.freeze(first);
+    stage.say('game', `SIGSTOP penny-1 (pid ${first.pid}) while she thinks`);
+    const second = stage.pennyProcess('penny-2', { thinkMs: 300 });
+    await second.waitFor(/ready/, 20_000);
+    await stage.runReaches(runId, DONE);
+    const run = await stage.run(runId);
+    stage.say('game', `penny-2 took the run over (lease epoch ${run.lease.epoch}) and finished it`);
+    first.signal('SIGCONT');
+    stage.say('game', 'SIGCONT penny-1');
+    // She wakes mid-thought; give her time to finish the thought and try to go on.
+    await sleep(2_000);
+    return runId;
+  },
+};
+
+const rewordedArguments: Trick = {
+  id: 'reworded-arguments',
+  name: 'Repeat the request with reworded arguments',
+  how: 'After the refund, ask for it again in other words: "order a1042, 42 dollars".',
+  lesson:
+    'oncely\u2019s key is not a hash of the arguments: a hash misses a reworded repeat. The run is the ' +
+    'conversation, so Penny\u2019s own history holds the refund the ledger recorded, with its receipt, ' +
+    'and she answers from it.',
+  async naive(stage) {
+    const bot = new NaiveBot(stage.payments.url);
+    await naiveSays(stage, bot, ASK);
+    await naiveSays(stage, bot, 'Refund order a1042 please, 42 dollars.');
+    return bot.records.length;
+  },
+  async penny(stage) {
+    const runId = await pennyAnswers(stage, ASK);
+    await stage.runReaches(runId, DONE);
+    if (await stage.send(runId, 'Refund order a1042 please, 42 dollars.')) {
+      await stage.until('Penny taking the message', async () => (await stage.run(runId)).status !== 'completed', 2_000).catch(
+        () => undefined,
+      );
+      await stage.runReaches(runId, DONE);
+    }
+    return runId;
+  },
+};
+
+const askAgainAfterFailed: Trick = {
+  id: 'ask-again-after-failed',
+  name: 'Ask again after "it failed"',
+  how: 'The payments service pays, then answers 500. When the bot says it failed, ask it to try again.',
+  lesson:
+    'An error after the request was sent is "unknown", not "failed": Penny is never told a call failed ' +
+    'while the honest answer is unknown. The hook found the refund, so she heard "completed" with the ' +
+    'receipt, and "try again" gets the receipt back, not a second payment.',
+  async naive(stage) {
+    stage.payments.failNext('error-after-apply');
+    const bot = new NaiveBot(stage.payments.url);
+    await naiveSays(stage, bot, ASK);
+    await naiveSays(stage, bot, 'It failed? Please try again.');
+    return bot.records.length;
+  },
+  async penny(stage) {
+    stage.payments.failNext('error-after-apply');
+    const runId = await pennyAnswers(stage, ASK);
+    await stage.runReaches(runId, DONE);
+    if (await stage.send(runId, 'It failed? Please try again.')) {
+      await stage.until('Penny taking the message', async () => (await stage.run(runId)).status !== 'completed', 2_000).catch(
+        () => undefined,
+      );
+      await stage.runReaches(runId, DONE);
+    }
+    return runId;
+  },
+};
+
+const SUPERVISOR_NOTE = 'Approved: $4.20 only, not the full amount';
+
+const approveOtherAmount: Trick = {
+  id: 'approve-other-amount',
+  name: 'Approve a different amount than the one asked',
+  how: 'Ask for $42, then raise it to $420 while the supervisor looks; the supervisor approves $4.20 only.',
+  lesson:
+    'An approval is bound to the exact arguments of one call (their digest) and is used once. The ' +
+    'supervisor cannot approve "$4.20" for a $42 call: they reject it with their amount, Penny asks for ' +
+    'a $4.20 refund (a new call, a new approval), and that is what is paid. While the run waits for ' +
+    'the approval, it takes no new message.',
+  approval: true,
+  async naive(stage) {
+    const bot = new NaiveBot(stage.payments.url, { approval: true });
+    await naiveSays(stage, bot, ASK);
+    await naiveSays(stage, bot, 'Actually, make it order A-1042, $420.');
+    stage.say('supervisor', SUPERVISOR_NOTE);
+    stage.approvedCents = 420;
+    stage.say('bot', await bot.approve('A-1042'));
+    return bot.records.length;
+  },
+  async penny(stage) {
+    const supervisor = await stage.operator('supervisor-sam');
+    const runId = await pennyAnswers(stage, ASK);
+    await stage.send(runId, 'Actually, make it order A-1042, $420.');
+    const key = await pendingKey(stage, runId);
+    stage.say('supervisor', `${SUPERVISOR_NOTE} (rejects ${key}, the $42.00 call)`);
+    stage.approvedCents = 420;
+    await supervisor.post(`/v1/approvals/${encodeURIComponent(key)}/reject`, { reason: SUPERVISOR_NOTE });
+    await stage.until('Penny asking for the approved amount', async () => {
+      const run = await stage.run(runId);
+      return run.status === 'awaiting_approval' && run.pending_calls.some((c) => c.idempotency_key !== key);
+    });
+    await stage.runReaches(runId, WAITING);
+    const second = await pendingKey(stage, runId);
+    stage.say('supervisor', `approves ${second}, the $4.20 call`);
+    await supervisor.post(`/v1/approvals/${encodeURIComponent(second)}/approve`, {});
+    await stage.runReaches(runId, DONE);
+    return runId;
+  },
+};
+
+const twoOperators: Trick = {
+  id: 'two-operators',
+  name: 'Two operators settling at once',
+  how: 'The payments service is down; the refund is in doubt. Two operators fix it at the same moment.',
+  lesson:
+    'Every settlement is compare-and-set on the ledger: of two operators acting at once exactly one ' +
+    'wins, the other gets 409 and the record shows one decision. Penny heard "did not take effect" ' +
+    'once, and made one new refund.',
+  async naive(stage) {
+    stage.payments.down = true;
+    const bot = new NaiveBot(stage.payments.url);
+    await naiveSays(stage, bot, ASK);
+    stage.payments.down = false;
+    stage.say('operator', 'ops-ana and ops-bob both see the failed refund and press "send it again"');
+    const [ana, bob] = await Promise.all([bot.resend(), bot.resend()]);
+    stage.say('bot', `to ops-ana: ${ana}`);
+    stage.say('bot', `to ops-bob: ${bob}`);
+    return bot.records.length;
+  },
+  async penny(stage) {
+    stage.payments.down = true;
+    const runId = await pennyAnswers(stage, ASK);
+    const key = await pendingKey(stage, runId);
+    stage.payments.down = false;
+    const [ana, bob] = await Promise.all([stage.operator('ops-ana'), stage.operator('ops-bob')]);
+    // The operators may settle it once its attempt can no longer land.
+    const record = (await ana.get<{ record: ToolExecution }>(`/v1/tool-executions/${encodeURIComponent(key)}`))
+      .record;
+    const landed = Date.parse(record.attempt_started_at) + (record.attempt_timeout_ms ?? 0) + LANDING_MARGIN_MS;
+    await sleep(Math.max(0, landed - Date.now() + 50));
+    stage.say('operator', `ops-ana and ops-bob both settle ${key} "failed" at the same moment`);
+    const reason = 'not in the payments service\u2019s books';
+    const answers = await Promise.all(
+      [ana, bob].map((api) =>
+        api.post(`/v1/tool-executions/${encodeURIComponent(key)}/resolve`, { status: 'failed', reason }).then(
+          () => 'settled it',
+          (error: unknown) =>
+            `was refused: ${error instanceof OncelyError ? `${error.code}: ${error.message}` : String(error)}`,
+        ),
+      ),
+    );
+    stage.say('operator', `ops-ana ${answers[0] ?? ''}`);
+    stage.say('operator', `ops-bob ${answers[1] ?? ''}`);
+    await stage.runReaches(runId, DONE);
+    return runId;
+  },
+};
+
+export const TRICKS: ReadonlyMap<TrickId, Trick> = new Map(
+  [
+    timeoutAfterApply,
+    timeoutBeforeApply,
+    crashAfterPayment,
+    freezePastLease,
+    rewordedArguments,
+    askAgainAfterFailed,
+    approveOtherAmount,
+    twoOperators,
+  ].map((t) => [t.id, t]),
+);
+
+export function trick(id: TrickId): Trick {
+  const found = TRICKS.get(id);
+  if (found === undefined) throw new Error(`no trick ${id}`);
+  return found;
+}

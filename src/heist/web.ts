@@ -1,0 +1,144 @@
+import { randomBytes } from 'node:crypto';
+import type { FastifyInstance } from 'fastify';
+import { z } from 'zod/v4';
+import { OncelyError } from '../errors/index.js';
+import { GOALS, HeistGame, LEVELS, describeTrick, type TrickPlay } from './game.js';
+import { TRICK_IDS } from './tricks.js';
+import { HEIST_PAGE, HEIST_SCRIPT, HEIST_STYLE } from './web-page.js';
+
+/*
+ * The game in a browser: a page at /heist and a small JSON API under /heist/api that the page calls.
+ * Games live in this process's memory (the last 16); one trick is played at a time per server (a play
+ * starts processes and services of its own, all on loopback, none touching the server's store).
+ */
+
+/** What the page may do: its own script, style and calls, nothing else. */
+const HEIST_CSP = [
+  "default-src 'none'",
+  "script-src 'self'",
+  "style-src 'self'",
+  "connect-src 'self'",
+  "base-uri 'none'",
+  "form-action 'none'",
+  "frame-ancestors 'none'",
+].join('; ');
+
+const MAX_GAMES = 16;
+
+const gameParams = z.strictObject({ id: z.string().regex(/^game_[a-f0-9]{16}$/) });
+const playBody = z.strictObject({ trick: z.enum(TRICK_IDS) });
+
+interface Kept {
+  readonly game: HeistGame;
+  used: number;
+}
+
+/** A game as the page reads it. */
+function view(id: string, game: HeistGame): Record<string, unknown> {
+  const level = game.level;
+  return {
+    gameId: id,
+    over: game.over,
+    levels: game.levels.length,
+    level:
+      level === undefined
+        ? null
+        : {
+            number: level.number,
+            title: level.title,
+            goal: level.goal,
+            goalText: GOALS[level.goal],
+            scene: level.scene,
+            budget: level.budget,
+            tricks: level.tricks.map((trick) => ({ id: trick, ...describeTrick(trick) })),
+          },
+    tricksLeft: game.tricksLeft,
+    cleared: game.cleared,
+    plays: game.plays.map(playView),
+    scoreboard: game.scoreboard(),
+  };
+}
+
+function playView(play: TrickPlay): Record<string, unknown> {
+  return { ...play, ...describeTrick(play.trick) };
+}
+
+export interface HeistRoutesOptions {
+  /** The levels a new game plays (numbers); all by default. */
+  readonly levels?: readonly number[];
+}
+
+/** Registers /heist (the page, its assets) and /heist/api (the game) on a Fastify app. */
+export function heistRoutes(app: FastifyInstance, options: HeistRoutesOptions = {}): void {
+  const games = new Map<string, Kept>();
+  let playing = false;
+  const levels = options.levels === undefined ? LEVELS : LEVELS.filter((l) => options.levels?.includes(l.number));
+  const hide = { schema: { hide: true } };
+  const find = (id: string): Kept => {
+    const kept = games.get(id);
+    if (kept === undefined) {
+      throw new OncelyError('HEIST_GAME_NOT_FOUND', `no game ${id}; games are kept in memory, the last ${MAX_GAMES}`);
+    }
+    kept.used = Date.now();
+    return kept;
+  };
+  const asset = (body: string, type: string) => (_request: unknown, reply: import('fastify').FastifyReply) =>
+    reply.header('content-security-policy', HEIST_CSP).header('cache-control', 'no-store').type(type).send(body);
+
+  app.get('/heist', hide, asset(HEIST_PAGE, 'text/html; charset=utf-8'));
+  app.get('/heist/app.js', hide, asset(HEIST_SCRIPT, 'text/javascript; charset=utf-8'));
+  app.get('/heist/style.css', hide, asset(HEIST_STYLE, 'text/css; charset=utf-8'));
+
+  app.post('/heist/api/games', hide, async (_request, reply) => {
+    if (games.size >= MAX_GAMES) {
+      const oldest = [...games.entries()].sort((a, b) => a[1].used - b[1].used)[0];
+      if (oldest !== undefined) games.delete(oldest[0]);
+    }
+    const id = `game_${randomBytes(8).toString('hex')}`;
+    const game = new HeistGame(levels);
+    games.set(id, { game, used: Date.now() });
+    return reply.code(201).send(view(id, game));
+  });
+
+  const withGame = { schema: { hide: true, params: gameParams } };
+  app.get('/heist/api/games/:id', withGame, async (request) => {
+    const { id } = gameParams.parse(request.params);
+    return view(id, find(id).game);
+  });
+
+  app.post('/heist/api/games/:id/plays', { schema: { hide: true, params: gameParams, body: playBody } }, async (request) => {
+    const { id } = gameParams.parse(request.params);
+    const parsed = playBody.safeParse(request.body);
+    if (!parsed.success) {
+      throw new OncelyError('HEIST_MOVE_INVALID', `a play names a trick, one of ${TRICK_IDS.join(', ')}`);
+    }
+    const { game } = find(id);
+    const level = game.level;
+    if (level === undefined) throw new OncelyError('HEIST_MOVE_INVALID', 'the game is over');
+    if (!level.tricks.includes(parsed.data.trick)) {
+      throw new OncelyError(
+        'HEIST_MOVE_INVALID',
+        `level ${level.number} offers ${level.tricks.join(', ')}; not ${parsed.data.trick}`,
+      );
+    }
+    if (game.tricksLeft <= 0) {
+      throw new OncelyError('HEIST_MOVE_INVALID', `no tricks left on level ${level.number}; move on`);
+    }
+    if (playing) throw new OncelyError('HEIST_BUSY', 'another trick is being played; one at a time');
+    playing = true;
+    try {
+      const play = await game.play(parsed.data.trick);
+      return { play: playView(play), game: view(id, game) };
+    } finally {
+      playing = false;
+    }
+  });
+
+  app.post('/heist/api/games/:id/next', withGame, async (request) => {
+    const { id } = gameParams.parse(request.params);
+    const { game } = find(id);
+    if (game.over) throw new OncelyError('HEIST_MOVE_INVALID', 'the game is over');
+    game.next();
+    return view(id, game);
+  });
+}
