@@ -16,7 +16,7 @@ export default defineConfig({
         test: {
           name: 'suite',
           include: ['src/**/*.test.ts', 'test/**/*.test.ts'],
-          exclude: ['test/drill/**', 'test/console/**', '**/node_modules/**'],
+          exclude: ['test/drill/**', 'test/console/**', 'test/heist/**', '**/node_modules/**'],
           sequence: { groupOrder: 0 },
         },
       },
@@ -28,12 +28,13 @@ export default defineConfig({
           sequence: { groupOrder: 1 },
         },
       },
-      // The console in Chromium, last and alone: a browser beside the drills would slow both.
+      // The console and the Heist game (Chromium, a terminal), last and alone: a browser beside the
+      // drills would slow both, and the game's levels kill and freeze processes on leases of a second.
       {
         extends: true,
         test: {
           name: 'browser',
-          include: ['test/console/**/*.test.ts'],
+          include: ['test/console/**/*.test.ts', 'test/heist/**/*.test.ts'],
           sequence: { groupOrder: 2 },
         },
       },

@@ -202,7 +202,7 @@ function title(screen: Screen): string[] {
 
 function levelScreen(screen: Screen, game: HeistGame, level: Level): string[] {
   const lines = [
-    screen.paint(`Level ${level.number} of ${game.levels.at(-1)?.number ?? level.number} \u00b7 ${level.title}`, 'bold'),
+    screen.paint(`Level ${level.number} of ${LEVELS.length} \u00b7 ${level.title}`, 'bold'),
     '',
     `  Goal: ${screen.paint(GOALS[level.goal], 'yellow')}`,
     ...screen.wrap(level.scene),

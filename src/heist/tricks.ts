@@ -42,7 +42,7 @@ export interface Trick {
   penny(stage: PennyStage): Promise<string>;
 }
 
-const ASK = 'Hi Penny, please refund order A-1042, $42.';
+const ASK = 'Hi, please refund order A-1042, $42.';
 const DONE = ['completed', 'failed', 'cancelled'];
 const WAITING = [...DONE, 'awaiting_approval', 'awaiting_reconciliation'];
 

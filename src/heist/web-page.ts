@@ -104,7 +104,7 @@ function showLevel() {
       el('li', {},
         el('button', { class: 'primary', 'data-trick': t.id, onclick: () => play(t.id), ...(game.tricksLeft > 0 ? {} : { disabled: '' }) }, t.name),
         el('p', {}, t.how)))),
-    el('button', { onclick: next, 'data-action': 'next' }, game.levels === level.number ? 'Finish and see the score' : 'Next level'),
+    el('button', { onclick: next, 'data-action': 'next' }, game.lastLevel ? 'Finish and see the score' : 'Next level'),
   );
 }
 

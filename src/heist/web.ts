@@ -39,7 +39,8 @@ function view(id: string, game: HeistGame): Record<string, unknown> {
   return {
     gameId: id,
     over: game.over,
-    levels: game.levels.length,
+    levels: LEVELS.length,
+    lastLevel: level !== undefined && level === game.levels.at(-1),
     level:
       level === undefined
         ? null
