@@ -6,6 +6,7 @@ import { ERROR_CODES } from '../src/errors/index.js';
 import { CRASH_POINTS } from '../src/crash/index.js';
 import { CALL_DECISION_TABLE, TRANSITIONS } from '../src/ledger/index.js';
 import * as heard from '../src/runs/heard.js';
+import { GOALS, LEVELS, describeTrick } from '../src/heist/game.js';
 
 const read = (path: string): string => readFileSync(new URL(`../${path}`, import.meta.url), 'utf8');
 
@@ -128,5 +129,19 @@ describe('docs stay true to the code', () => {
   it('docs/drills.md lists exactly the crash points of the code', () => {
     const rows = [...read('docs/drills.md').matchAll(/^\|\s*`([a-z]+\.[a-z-]+)`\s*\|/gm)].map((m) => m[1]);
     expect(rows).toEqual([...CRASH_POINTS]);
+  });
+
+  it('docs/heist.md lists exactly the levels of the game: number, title, goal and trick', () => {
+    const rows = [
+      ...read('docs/heist.md').matchAll(/^\| (\d+)\s+\| ([^|]+?)\s+\| ([^|]+?)\s+\| ([^|]+?)\s+\|/gm),
+    ].map((m) => [Number(m[1]), m[2], m[3], m[4]]);
+    expect(rows).toEqual(
+      LEVELS.map((l) => [
+        l.number,
+        l.title,
+        GOALS[l.goal],
+        describeTrick(l.tricks[0] ?? 'timeout-after-apply').name,
+      ]),
+    );
   });
 });

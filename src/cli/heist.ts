@@ -21,7 +21,9 @@ interface HeistFlags {
 function levelList(value: string): number[] {
   const numbers = value.split(',').map((s) => Number(s.trim()));
   if (numbers.some((n) => !LEVELS.some((l) => l.number === n))) {
-    throw new InvalidArgumentError(`--level takes level numbers 1-${LEVELS.length}, e.g. --level 3 or --level 1,4`);
+    throw new InvalidArgumentError(
+      `--level takes level numbers 1-${LEVELS.length}, e.g. --level 3 or --level 1,4`,
+    );
   }
   return numbers;
 }
@@ -60,7 +62,8 @@ async function autoPlay(flags: HeistFlags): Promise<void> {
   const json = flags.json === true;
   const levels = flags.level === undefined ? LEVELS : LEVELS.filter((l) => flags.level?.includes(l.number));
   const game = new HeistGame(levels, (bot, line) => {
-    if (!json) write(`  ${(bot === 'penny' ? 'Penny' : 'naive').padEnd(6)} ${line.who.padEnd(10)} ${line.text}`);
+    if (!json)
+      write(`  ${(bot === 'penny' ? 'Penny' : 'naive').padEnd(6)} ${line.who.padEnd(10)} ${line.text}`);
   });
   while (!game.over) {
     const level = game.level;

@@ -107,11 +107,14 @@ function afterHearing(call: PastCall, calls: readonly PastCall[]): ScriptStep {
   const status = call.heard?.status;
   const value = call.heard?.value ?? {};
   if (status === 'completed') {
-    return { text: `Refunded ${dollars(ask.amountCents)} for order ${ask.order} (payment ${receipt(call)}).` };
+    return {
+      text: `Refunded ${dollars(ask.amountCents)} for order ${ask.order} (payment ${receipt(call)}).`,
+    };
   }
   if (status === 'did_not_take_effect') {
     const tries = calls.filter((c) => sameOrder(c.ask.order, ask.order)).length;
-    if (tries < 2) return refund(ask, 'That refund did not go through, so nothing was paid; sending it again.');
+    if (tries < 2)
+      return refund(ask, 'That refund did not go through, so nothing was paid; sending it again.');
     return { text: `The refund for order ${ask.order} did not go through twice; a person will follow up.` };
   }
   if (status === 'rejected') {
@@ -125,7 +128,8 @@ function afterHearing(call: PastCall, calls: readonly PastCall[]): ScriptStep {
     return { text: `A supervisor stopped the refund: ${String(value.reason)}.` };
   }
   if (status === 'compensated') return { text: `The refund for order ${ask.order} was reversed.` };
-  return { text: `I could not refund order ${ask.order}: ${String(value.reason ?? value.error ?? status)}.` };
+  const why = typeof value.reason === 'string' ? value.reason : JSON.stringify(value.error ?? status);
+  return { text: `I could not refund order ${ask.order}: ${why}.` };
 }
 
 /** Penny's scripted model. */
@@ -142,7 +146,8 @@ export function pennyScript(options: { thinkMs?: number } = {}): Script {
     }
     const said = readAsk(lastUserText(prompt));
     const ask = said !== undefined && 'again' in said ? lastAsk(prompt) : said;
-    if (ask === undefined) return { text: 'Which order, and how much? For example: "refund order A-1042, $42".' };
+    if (ask === undefined)
+      return { text: 'Which order, and how much? For example: "refund order A-1042, $42".' };
     const paid = calls.find((c) => c.heard?.status === 'completed' && sameOrder(c.ask.order, ask.order));
     if (paid !== undefined) {
       return {

@@ -73,7 +73,7 @@ export const LEVELS: readonly Level[] = [
   },
   {
     number: 6,
-    title: 'It didn\u2019t work!',
+    title: "It didn't work!",
     goal: 'paid-twice',
     scene: 'The payments service throws errors now and then, even when it did its job.',
     tricks: ['ask-again-after-failed', 'approve-other-amount', 'timeout-before-apply'],

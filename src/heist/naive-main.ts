@@ -23,7 +23,9 @@ async function main(): Promise<void> {
     const state = readState(options.stateFile);
     const job = state.jobs.find((j) => {
       const claim = state.claims[j.id];
-      return state.done[j.id] === undefined && (claim === undefined || Date.now() - claim.at > options.claimMs);
+      return (
+        state.done[j.id] === undefined && (claim === undefined || Date.now() - claim.at > options.claimMs)
+      );
     });
     if (job === undefined) {
       await sleep(25);
@@ -44,6 +46,8 @@ async function main(): Promise<void> {
 }
 
 main().catch((error: unknown) => {
-  process.stderr.write(`naive bot: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
+  process.stderr.write(
+    `naive bot: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`,
+  );
   process.exit(1);
 });

@@ -53,7 +53,10 @@ export interface NaiveRecord {
 }
 
 export const argsHash = (ask: RefundAsk): string =>
-  createHash('sha256').update(JSON.stringify([ask.order, ask.amountCents])).digest('hex').slice(0, 16);
+  createHash('sha256')
+    .update(JSON.stringify([ask.order, ask.amountCents]))
+    .digest('hex')
+    .slice(0, 16);
 
 /** The naive bot in the game's own process, for the levels that do not kill or freeze it. */
 export class NaiveBot {
@@ -122,4 +125,3 @@ export function writeState(file: string, state: NaiveState): void {
   writeFileSync(`${file}.${process.pid}`, JSON.stringify(state));
   renameSync(`${file}.${process.pid}`, file);
 }
-

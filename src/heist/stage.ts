@@ -186,7 +186,10 @@ export class PennyStage extends Stage {
       await api.post(`/v1/runs/${runId}/messages`, { content: text, client_message_id: randomUUID() });
       return true;
     } catch (error) {
-      this.say('game', `oncely refused the message: ${error instanceof Error ? error.message : String(error)}`);
+      this.say(
+        'game',
+        `oncely refused the message: ${error instanceof Error ? error.message : String(error)}`,
+      );
       return false;
     }
   }
@@ -213,7 +216,8 @@ export class PennyStage extends Stage {
     const said = (await this.messages(runId)).flatMap((m) => {
       const message = m as { role?: string; content?: unknown };
       if (message.role !== 'assistant') return [];
-      const parts = typeof message.content === 'string' ? [{ type: 'text', text: message.content }] : message.content;
+      const parts =
+        typeof message.content === 'string' ? [{ type: 'text', text: message.content }] : message.content;
       return (parts as { type: string; text?: string }[])
         .filter((p) => p.type === 'text' && typeof p.text === 'string' && p.text !== '')
         .map((p) => p.text ?? '');

@@ -1,6 +1,15 @@
 import { emitKeypressEvents, createInterface } from 'node:readline';
 import { dollars } from './brain.js';
-import { GOALS, HeistGame, LEVELS, describeTrick, type Level, type PlayResult, type Scoreboard, type TrickPlay } from './game.js';
+import {
+  GOALS,
+  HeistGame,
+  LEVELS,
+  describeTrick,
+  type Level,
+  type PlayResult,
+  type Scoreboard,
+  type TrickPlay,
+} from './game.js';
 import type { Line } from './stage.js';
 
 /*
@@ -134,14 +143,18 @@ export interface TerminalGameOptions {
 export async function playInTerminal(options: TerminalGameOptions = {}): Promise<Scoreboard> {
   const screen = new Screen(options.output ?? process.stdout);
   const keys = new Keys(options.input ?? process.stdin);
-  const levels = options.levels === undefined ? LEVELS : LEVELS.filter((l) => options.levels?.includes(l.number));
+  const levels =
+    options.levels === undefined ? LEVELS : LEVELS.filter((l) => options.levels?.includes(l.number));
   let showing: 'naive' | 'penny' | undefined;
   const game = new HeistGame(levels, (bot, line) => {
     if (bot !== showing) {
       showing = bot;
       screen.write(
         bot === 'naive'
-          ? screen.paint('\n\u2500\u2500 against the naive bot (a retry loop, no ledger) \u2500\u2500', 'yellow')
+          ? screen.paint(
+              '\n\u2500\u2500 against the naive bot (a retry loop, no ledger) \u2500\u2500',
+              'yellow',
+            )
           : screen.paint('\n\u2500\u2500 against Penny on oncely \u2500\u2500', 'green'),
       );
     }
@@ -215,7 +228,10 @@ function levelScreen(screen: Screen, game: HeistGame, level: Level): string[] {
     lines.push(`  ${screen.paint(`[${i + 1}]`, 'bold')} ${t.name}`);
     lines.push(...screen.wrap(screen.paint(t.how, 'dim'), 6));
   });
-  lines.push('', `  ${screen.paint('[n]', 'bold')} next level    ${screen.paint('[q]', 'bold')} quit and see the score`);
+  lines.push(
+    '',
+    `  ${screen.paint('[n]', 'bold')} next level    ${screen.paint('[q]', 'bold')} quit and see the score`,
+  );
   return lines;
 }
 
@@ -248,10 +264,16 @@ function resultScreen(screen: Screen, level: Level, play: TrickPlay): string[] {
   for (const broken of [naive, penny].filter((r) => r.error !== undefined)) {
     lines.push(screen.paint(`  the ${broken.bot} play broke: ${broken.error ?? ''}`, 'red'));
   }
-  lines.push('', screen.paint('  Why it did not work on Penny', 'bold'), ...screen.wrap(describeTrick(play.trick).lesson, 4));
+  lines.push(
+    '',
+    screen.paint('  Why it did not work on Penny', 'bold'),
+    ...screen.wrap(describeTrick(play.trick).lesson, 4),
+  );
   lines.push('', screen.paint("  Penny's ledger", 'bold'));
   for (const call of penny.ledger) {
-    lines.push(`    ${call.tool} ${JSON.stringify(call.args)} \u2192 ${screen.paint(call.status, 'bold')} (attempt ${call.attempt})`);
+    lines.push(
+      `    ${call.tool} ${JSON.stringify(call.args)} \u2192 ${screen.paint(call.status, 'bold')} (attempt ${call.attempt})`,
+    );
     lines.push(screen.paint(`      key ${call.key}`, 'dim'));
     for (const event of call.history) lines.push(`      ${event}`);
   }
@@ -262,11 +284,17 @@ function resultScreen(screen: Screen, level: Level, play: TrickPlay): string[] {
     ['Penny', penny],
   ] as const) {
     const rows = result.payouts.map(
-      (p) => `${p.paymentId} ${dollars(p.amountCents)} order ${p.order}${p.voided ? ' (voided)' : ''} \u00b7 key ${p.key ?? 'none'}`,
+      (p) =>
+        `${p.paymentId} ${dollars(p.amountCents)} order ${p.order}${p.voided ? ' (voided)' : ''} \u00b7 key ${p.key ?? 'none'}`,
     );
-    lines.push(`    ${who}: ${rows.length === 0 ? 'nothing paid' : rows.join('\n' + ' '.repeat(4 + who.length + 2))}`);
+    lines.push(
+      `    ${who}: ${rows.length === 0 ? 'nothing paid' : rows.join('\n' + ' '.repeat(4 + who.length + 2))}`,
+    );
   }
-  lines.push('', `  ${screen.paint('[Enter]', 'bold')} continue    ${screen.paint('[q]', 'bold')} quit and see the score`);
+  lines.push(
+    '',
+    `  ${screen.paint('[Enter]', 'bold')} continue    ${screen.paint('[q]', 'bold')} quit and see the score`,
+  );
   return lines;
 }
 

@@ -1,5 +1,4 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { ToolExecution } from '../api/client-types.js';
 import { OncelyError } from '../errors/index.js';
@@ -229,9 +228,9 @@ const rewordedArguments: Trick = {
     const runId = await pennyAnswers(stage, ASK);
     await stage.runReaches(runId, DONE);
     if (await stage.send(runId, 'Refund order a1042 please, 42 dollars.')) {
-      await stage.until('Penny taking the message', async () => (await stage.run(runId)).status !== 'completed', 2_000).catch(
-        () => undefined,
-      );
+      await stage
+        .until('Penny taking the message', async () => (await stage.run(runId)).status !== 'completed', 2_000)
+        .catch(() => undefined);
       await stage.runReaches(runId, DONE);
     }
     return runId;
@@ -258,9 +257,9 @@ const askAgainAfterFailed: Trick = {
     const runId = await pennyAnswers(stage, ASK);
     await stage.runReaches(runId, DONE);
     if (await stage.send(runId, 'It failed? Please try again.')) {
-      await stage.until('Penny taking the message', async () => (await stage.run(runId)).status !== 'completed', 2_000).catch(
-        () => undefined,
-      );
+      await stage
+        .until('Penny taking the message', async () => (await stage.run(runId)).status !== 'completed', 2_000)
+        .catch(() => undefined);
       await stage.runReaches(runId, DONE);
     }
     return runId;
@@ -335,9 +334,11 @@ const twoOperators: Trick = {
     stage.payments.down = false;
     const [ana, bob] = await Promise.all([stage.operator('ops-ana'), stage.operator('ops-bob')]);
     // The operators may settle it once its attempt can no longer land.
-    const record = (await ana.get<{ record: ToolExecution }>(`/v1/tool-executions/${encodeURIComponent(key)}`))
-      .record;
-    const landed = Date.parse(record.attempt_started_at) + (record.attempt_timeout_ms ?? 0) + LANDING_MARGIN_MS;
+    const record = (
+      await ana.get<{ record: ToolExecution }>(`/v1/tool-executions/${encodeURIComponent(key)}`)
+    ).record;
+    const landed =
+      Date.parse(record.attempt_started_at) + (record.attempt_timeout_ms ?? 0) + LANDING_MARGIN_MS;
     await sleep(Math.max(0, landed - Date.now() + 50));
     stage.say('operator', `ops-ana and ops-bob both settle ${key} "failed" at the same moment`);
     const reason = 'not in the payments service\u2019s books';

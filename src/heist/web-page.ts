@@ -22,9 +22,9 @@ export const HEIST_PAGE = `<!doctype html>
       </p>
     </header>
     <main>
-      <section id="level" aria-live="polite"></section>
       <p id="status" role="status"></p>
       <section id="result" hidden></section>
+      <section id="level" aria-live="polite"></section>
       <section id="score" hidden></section>
     </main>
     <script type="module" src="/heist/app.js"></script>

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyReply } from 'fastify';
 import { z } from 'zod/v4';
 import { OncelyError } from '../errors/index.js';
 import { GOALS, HeistGame, LEVELS, describeTrick, type TrickPlay } from './game.js';
@@ -73,18 +73,26 @@ export interface HeistRoutesOptions {
 export function heistRoutes(app: FastifyInstance, options: HeistRoutesOptions = {}): void {
   const games = new Map<string, Kept>();
   let playing = false;
-  const levels = options.levels === undefined ? LEVELS : LEVELS.filter((l) => options.levels?.includes(l.number));
+  const levels =
+    options.levels === undefined ? LEVELS : LEVELS.filter((l) => options.levels?.includes(l.number));
   const hide = { schema: { hide: true } };
   const find = (id: string): Kept => {
     const kept = games.get(id);
     if (kept === undefined) {
-      throw new OncelyError('HEIST_GAME_NOT_FOUND', `no game ${id}; games are kept in memory, the last ${MAX_GAMES}`);
+      throw new OncelyError(
+        'HEIST_GAME_NOT_FOUND',
+        `no game ${id}; games are kept in memory, the last ${MAX_GAMES}`,
+      );
     }
     kept.used = Date.now();
     return kept;
   };
-  const asset = (body: string, type: string) => (_request: unknown, reply: import('fastify').FastifyReply) =>
-    reply.header('content-security-policy', HEIST_CSP).header('cache-control', 'no-store').type(type).send(body);
+  const asset = (body: string, type: string) => (_request: unknown, reply: FastifyReply) =>
+    reply
+      .header('content-security-policy', HEIST_CSP)
+      .header('cache-control', 'no-store')
+      .type(type)
+      .send(body);
 
   app.get('/heist', hide, asset(HEIST_PAGE, 'text/html; charset=utf-8'));
   app.get('/heist/app.js', hide, asset(HEIST_SCRIPT, 'text/javascript; charset=utf-8'));
@@ -102,40 +110,44 @@ export function heistRoutes(app: FastifyInstance, options: HeistRoutesOptions = 
   });
 
   const withGame = { schema: { hide: true, params: gameParams } };
-  app.get('/heist/api/games/:id', withGame, async (request) => {
+  app.get('/heist/api/games/:id', withGame, (request) => {
     const { id } = gameParams.parse(request.params);
     return view(id, find(id).game);
   });
 
-  app.post('/heist/api/games/:id/plays', { schema: { hide: true, params: gameParams, body: playBody } }, async (request) => {
-    const { id } = gameParams.parse(request.params);
-    const parsed = playBody.safeParse(request.body);
-    if (!parsed.success) {
-      throw new OncelyError('HEIST_MOVE_INVALID', `a play names a trick, one of ${TRICK_IDS.join(', ')}`);
-    }
-    const { game } = find(id);
-    const level = game.level;
-    if (level === undefined) throw new OncelyError('HEIST_MOVE_INVALID', 'the game is over');
-    if (!level.tricks.includes(parsed.data.trick)) {
-      throw new OncelyError(
-        'HEIST_MOVE_INVALID',
-        `level ${level.number} offers ${level.tricks.join(', ')}; not ${parsed.data.trick}`,
-      );
-    }
-    if (game.tricksLeft <= 0) {
-      throw new OncelyError('HEIST_MOVE_INVALID', `no tricks left on level ${level.number}; move on`);
-    }
-    if (playing) throw new OncelyError('HEIST_BUSY', 'another trick is being played; one at a time');
-    playing = true;
-    try {
-      const play = await game.play(parsed.data.trick);
-      return { play: playView(play), game: view(id, game) };
-    } finally {
-      playing = false;
-    }
-  });
+  app.post(
+    '/heist/api/games/:id/plays',
+    { schema: { hide: true, params: gameParams, body: playBody } },
+    async (request) => {
+      const { id } = gameParams.parse(request.params);
+      const parsed = playBody.safeParse(request.body);
+      if (!parsed.success) {
+        throw new OncelyError('HEIST_MOVE_INVALID', `a play names a trick, one of ${TRICK_IDS.join(', ')}`);
+      }
+      const { game } = find(id);
+      const level = game.level;
+      if (level === undefined) throw new OncelyError('HEIST_MOVE_INVALID', 'the game is over');
+      if (!level.tricks.includes(parsed.data.trick)) {
+        throw new OncelyError(
+          'HEIST_MOVE_INVALID',
+          `level ${level.number} offers ${level.tricks.join(', ')}; not ${parsed.data.trick}`,
+        );
+      }
+      if (game.tricksLeft <= 0) {
+        throw new OncelyError('HEIST_MOVE_INVALID', `no tricks left on level ${level.number}; move on`);
+      }
+      if (playing) throw new OncelyError('HEIST_BUSY', 'another trick is being played; one at a time');
+      playing = true;
+      try {
+        const play = await game.play(parsed.data.trick);
+        return { play: playView(play), game: view(id, game) };
+      } finally {
+        playing = false;
+      }
+    },
+  );
 
-  app.post('/heist/api/games/:id/next', withGame, async (request) => {
+  app.post('/heist/api/games/:id/next', withGame, (request) => {
     const { id } = gameParams.parse(request.params);
     const { game } = find(id);
     if (game.over) throw new OncelyError('HEIST_MOVE_INVALID', 'the game is over');

@@ -72,7 +72,10 @@ describe.runIf(hasTmux)('oncely heist in a terminal', () => {
     await screenShows(/H E I S T/, 20_000);
     press('Enter');
     for (const level of LEVELS) {
-      await screenShows(new RegExp(`Level ${level.number} of ${LEVELS.length} \u00b7 ${level.title}`), 20_000);
+      await screenShows(
+        new RegExp(`Level ${level.number} of ${LEVELS.length} \u00b7 ${level.title}`),
+        20_000,
+      );
       expect(screen()).toContain('Tricks left: 2');
       press('1');
       const text = await screenShows(/\[Enter\] continue/, 60_000);
@@ -100,7 +103,9 @@ describe.runIf(hasTmux)('oncely heist in a terminal', () => {
       const pennyRow = /Penny: (cr_[0-9a-f]+) \$([\d.]+) order \S+ \u00b7 key (\S+)/.exec(books);
       expect(pennyRow, where).not.toBeNull();
       const ledger = section(text, "Penny's ledger").join('\n');
-      const completed = [...ledger.matchAll(/\u2192 completed \(attempt \d+\)\n\s+key (\S+)/g)].map((m) => m[1]);
+      const completed = [...ledger.matchAll(/\u2192 completed \(attempt \d+\)\n\s+key (\S+)/g)].map(
+        (m) => m[1],
+      );
       expect(completed, where).toEqual([pennyRow?.[3]]);
       const heard = section(text, "What Penny's model heard").join('\n');
       expect(heard, where).toContain(`completed (payment ${pennyRow?.[1] ?? ''}`);

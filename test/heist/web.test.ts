@@ -78,7 +78,10 @@ describe.runIf(hasChromium)('Heist the Agent in Chromium', () => {
       const key = /key (\S+)$/.exec(pennyBooks[0] ?? '')?.[1];
       const ledger = await page.locator('#result h3:text("Penny\'s ledger") + ul > li').allInnerTexts();
       const completed = ledger.filter((l) => / \u2192 completed \(attempt \d+\)/.test(l));
-      expect(completed.map((l) => /key (\S+)/.exec(l)?.[1]), where).toEqual([key]);
+      expect(
+        completed.map((l) => /key (\S+)/.exec(l)?.[1]),
+        where,
+      ).toEqual([key]);
       expect(await page.locator('#status').innerText(), where).toBe('');
     }
     await page.getByRole('heading', { name: 'Scoreboard' }).waitFor({ timeout: 20_000 });
@@ -105,7 +108,9 @@ describe('the Heist HTTP API', () => {
   const post = (path: string, body?: unknown): Promise<Response> =>
     fetch(`${server.base}${path}`, {
       method: 'POST',
-      ...(body === undefined ? {} : { headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) }),
+      ...(body === undefined
+        ? {}
+        : { headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) }),
     });
 
   it('serves the page with a strict content security policy', async () => {
@@ -127,7 +132,9 @@ describe('the Heist HTTP API', () => {
     expect(((await notOffered.json()) as { error: { code: string } }).error.code).toBe('HEIST_MOVE_INVALID');
     const noSuchTrick = await post(`/heist/api/games/${game.gameId}/plays`, { trick: 'rob-the-bank' });
     expect(noSuchTrick.status).toBe(400);
-    const unknown = await post('/heist/api/games/game_0000000000000000/plays', { trick: 'timeout-after-apply' });
+    const unknown = await post('/heist/api/games/game_0000000000000000/plays', {
+      trick: 'timeout-after-apply',
+    });
     expect(unknown.status).toBe(404);
     expect(((await unknown.json()) as { error: { code: string } }).error.code).toBe('HEIST_GAME_NOT_FOUND');
 
@@ -144,7 +151,9 @@ describe('the Heist HTTP API', () => {
     expect((await played).play.penny.payouts).toHaveLength(1);
 
     // Level 1 cleared: on to level 7 (this server plays 1 and 7), then the end.
-    const seven = (await (await post(`/heist/api/games/${game.gameId}/next`)).json()) as { level: { number: number } };
+    const seven = (await (await post(`/heist/api/games/${game.gameId}/next`)).json()) as {
+      level: { number: number };
+    };
     expect(seven.level.number).toBe(7);
     const over = (await (await post(`/heist/api/games/${game.gameId}/next`)).json()) as { over: boolean };
     expect(over.over).toBe(true);
