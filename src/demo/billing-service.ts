@@ -24,7 +24,8 @@ export interface Credit {
  * `timeout-then-apply` waits `hangMs`, then applies it and answers (the caller gave up before it
  * applied: a request still on its way); `error-after-apply` applies it and answers 500.
  */
-export type Fault = 'timeout-after-apply' | 'timeout-before-apply' | 'timeout-then-apply' | 'error-after-apply';
+export type Fault =
+  'timeout-after-apply' | 'timeout-before-apply' | 'timeout-then-apply' | 'error-after-apply';
 
 const applySchema = z.strictObject({
   account: z.string().min(1).max(128),
