@@ -28,7 +28,13 @@ async function main(): Promise<void> {
     landingMarginMs: LANDING_MARGIN_MS,
     reconcileEveryMs: 150,
   });
+  // What the worker says, one line each on stdout: the game shows a frozen Penny standing down.
+  const say =
+    (level: string) =>
+    (fields: Record<string, unknown>, message: string): void =>
+      void process.stdout.write(`${options.owner} ${level}: ${message} ${JSON.stringify(fields)}\n`);
   const worker = startWorker(runtime, {
+    log: { info: say('info'), warn: say('warn'), error: say('error') },
     pollMs: 25,
     sweepMs: 100,
     heartbeatMs: Math.max(100, Math.floor(options.leaseMs / 3)),

@@ -204,8 +204,13 @@ const freezePastLease: Trick = {
     stage.say('game', `penny-2 took the run over (lease epoch ${run.lease.epoch}) and finished it`);
     first.signal('SIGCONT');
     stage.say('game', 'SIGCONT penny-1');
-    // She wakes mid-thought; give her time to finish the thought and try to go on.
-    await sleep(2_000);
+    // She wakes mid-thought, finishes it, and finds the run is no longer hers.
+    const woke = await first.waitFor(/penny-1 \w+: (stood down[^{\n]*) (\{[^\n]*\})/, 20_000);
+    const { reason } = JSON.parse(woke[2] ?? '{}') as { reason?: string };
+    stage.say(
+      'game',
+      `penny-1 woke up and said: "${(woke[1] ?? '').trim()}"${reason === undefined ? '' : ` (${reason})`}`,
+    );
     return runId;
   },
 };
