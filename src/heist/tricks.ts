@@ -59,6 +59,19 @@ function naiveJobs(stage: Stage): string {
 
 const doneJobs = (file: string): number => Object.keys(readState(file).done).length;
 
+/** The customer's first message; answers once Penny's run is done with it. */
+async function pennyServes(stage: PennyStage, text: string): Promise<string> {
+  const runId = await stage.startRun(text);
+  await stage.runReaches(runId, DONE);
+  return runId;
+}
+
+/** The customer's next message in the same conversation (a run takes it in one write, queued). */
+async function pennyServesAgain(stage: PennyStage, runId: string, text: string): Promise<void> {
+  if (await stage.send(runId, text)) await stage.runReaches(runId, DONE);
+}
+
+/** The customer's first message; answers once Penny's run waits on someone, or is done. */
 async function pennyAnswers(stage: PennyStage, text: string): Promise<string> {
   const runId = await stage.startRun(text);
   await stage.runReaches(runId, WAITING);
@@ -89,9 +102,7 @@ const timeoutAfterApply: Trick = {
   },
   async penny(stage) {
     stage.payments.failNext('timeout-after-apply', 1_000);
-    const runId = await pennyAnswers(stage, ASK);
-    await stage.runReaches(runId, DONE);
-    return runId;
+    return pennyServes(stage, ASK);
   },
 };
 
@@ -113,9 +124,7 @@ const timeoutBeforeApply: Trick = {
   },
   async penny(stage) {
     stage.payments.failNext('timeout-then-apply', 450);
-    const runId = await pennyAnswers(stage, ASK);
-    await stage.runReaches(runId, DONE);
-    return runId;
+    return pennyServes(stage, ASK);
   },
 };
 
@@ -230,14 +239,8 @@ const rewordedArguments: Trick = {
     return bot.records.length;
   },
   async penny(stage) {
-    const runId = await pennyAnswers(stage, ASK);
-    await stage.runReaches(runId, DONE);
-    if (await stage.send(runId, 'Refund order a1042 please, 42 dollars.')) {
-      await stage
-        .until('Penny taking the message', async () => (await stage.run(runId)).status !== 'completed', 2_000)
-        .catch(() => undefined);
-      await stage.runReaches(runId, DONE);
-    }
+    const runId = await pennyServes(stage, ASK);
+    await pennyServesAgain(stage, runId, 'Refund order a1042 please, 42 dollars.');
     return runId;
   },
 };
@@ -259,14 +262,8 @@ const askAgainAfterFailed: Trick = {
   },
   async penny(stage) {
     stage.payments.failNext('error-after-apply');
-    const runId = await pennyAnswers(stage, ASK);
-    await stage.runReaches(runId, DONE);
-    if (await stage.send(runId, 'It failed? Please try again.')) {
-      await stage
-        .until('Penny taking the message', async () => (await stage.run(runId)).status !== 'completed', 2_000)
-        .catch(() => undefined);
-      await stage.runReaches(runId, DONE);
-    }
+    const runId = await pennyServes(stage, ASK);
+    await pennyServesAgain(stage, runId, 'It failed? Please try again.');
     return runId;
   },
 };
