@@ -13,6 +13,8 @@ type Row = Record<string, unknown>;
 export interface LedgerReader {
   /** Runs of the tenant in a final state. */
   settledRuns(tenantId: string): Promise<number>;
+  /** Calls of the tenant still unknown (`started` or `indeterminate`). */
+  unknownCalls(tenantId: string): Promise<number>;
   /** Lease owners of the tenant's running runs, with how many each holds. */
   heldRuns(tenantId: string): Promise<Map<string, number>>;
   read(tenantId: string): Promise<Ledger>;
@@ -21,6 +23,7 @@ export interface LedgerReader {
 
 const SQL = {
   settled: `SELECT count(*) AS n FROM runs WHERE tenant_id = $1 AND status IN ('completed', 'failed', 'cancelled')`,
+  unknown: `SELECT count(*) AS n FROM tool_executions WHERE tenant_id = $1 AND status IN ('started', 'indeterminate')`,
   held: `SELECT lease_owner, count(*) AS n FROM runs
     WHERE tenant_id = $1 AND status = 'running' AND lease_owner IS NOT NULL GROUP BY lease_owner`,
   runs: `SELECT run_id, agent, status, status_reason FROM runs WHERE tenant_id = $1 ORDER BY run_id`,
@@ -40,6 +43,7 @@ export function openLedgerReader(url: string): LedgerReader {
       db.prepare(sql.replace(/\$1/g, '?')).all(tenantId) as Row[];
     return {
       settledRuns: (tenantId) => Promise.resolve(Number(all(SQL.settled, tenantId)[0]?.n ?? 0)),
+      unknownCalls: (tenantId) => Promise.resolve(Number(all(SQL.unknown, tenantId)[0]?.n ?? 0)),
       heldRuns: (tenantId) => Promise.resolve(toHeld(all(SQL.held, tenantId))),
       read: (tenantId) => Promise.resolve(toLedger((sql) => all(sql, tenantId))),
       close: () => Promise.resolve(void db.close()),
@@ -51,6 +55,8 @@ export function openLedgerReader(url: string): LedgerReader {
   return {
     settledRuns: async (tenantId) =>
       Number((await client.query<Row>(SQL.settled, [tenantId])).rows[0]?.n ?? 0),
+    unknownCalls: async (tenantId) =>
+      Number((await client.query<Row>(SQL.unknown, [tenantId])).rows[0]?.n ?? 0),
     heldRuns: async (tenantId) => toHeld((await client.query<Row>(SQL.held, [tenantId])).rows),
     read: async (tenantId) => {
       const rows = new Map<string, Row[]>();
