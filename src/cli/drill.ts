@@ -67,6 +67,7 @@ interface DrillFlags {
   redisServer?: boolean;
   crashPoints?: CrashPointName[];
   faults?: FaultKind[];
+  maxDriveAttempts?: number;
   json?: boolean;
 }
 
@@ -119,6 +120,12 @@ export function drillCommand(): Command {
       `apply only these kinds of fault (comma-separated, at least one that kills; default: all of ${FAULT_KINDS.join(', ')})`,
       faultsOf,
     )
+    .option(
+      '--max-drive-attempts <n>',
+      "drives in a row a run may take without getting anywhere before the runtime's guard fails it " +
+        '(default: the runtime’s, 5); the operator retries such runs once the faults are over',
+      positiveInt('--max-drive-attempts'),
+    )
     .option('--json', 'print the report as JSON')
     .action(async (flags: DrillFlags) => {
       const seed = flags.seed ?? randomInt(0, 0xffffffff);
@@ -154,6 +161,7 @@ export function drillCommand(): Command {
         ...(redis === undefined ? {} : { redis }),
         ...(flags.crashPoints === undefined ? {} : { crashPoints: flags.crashPoints }),
         ...(flags.faults === undefined ? {} : { faults: flags.faults }),
+        ...(flags.maxDriveAttempts === undefined ? {} : { maxDriveAttempts: flags.maxDriveAttempts }),
         runs: flags.runs,
         workers: flags.workers,
         iterations: flags.iterations,
@@ -208,7 +216,7 @@ export function reportText(r: DrillReport): string {
     `kills: ${r.kills}; crash points hit: ${r.crashPointsHit.join(', ') || 'none'}`,
     `effects: ${r.effects}; duplicates: ${r.duplicates}; admitted second effects (frozen request, shown as a conflict): ${r.admittedDuplicates}`,
     `unknown calls: ${r.unknowns}; settled by a hook: ${r.settledByHook}; by the operator: ${r.settledByOperator}`,
-    `operator (through the API): ${r.operatorActions.approved} approved, ${r.operatorActions.resolved} resolved, ${r.operatorActions.refused} refused (tried again later)`,
+    `operator (through the API): ${r.operatorActions.approved} approved, ${r.operatorActions.resolved} resolved, ${r.operatorActions.refused} refused (tried again later)${r.operatorActions.retried > 0 ? `, ${r.operatorActions.retried} failed run(s) retried` : ''}`,
   ];
   if (r.violations.length > 0) {
     lines.push('', `${r.violations.length} violation(s) (replay with --seed ${r.seed}):`);

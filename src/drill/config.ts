@@ -44,7 +44,12 @@ export const DEFAULT_TIMINGS: DrillTimings = {
 
 const TOOLS = fileURLToPath(new URL('./tools.js', import.meta.url));
 
-export function writeDrillConfig(dir: string, id: string, timings: DrillTimings): string {
+export function writeDrillConfig(
+  dir: string,
+  id: string,
+  timings: DrillTimings,
+  maxDriveAttempts?: number,
+): string {
   const names = agentNames(id);
   const plain = [
     {
@@ -99,7 +104,10 @@ export function writeDrillConfig(dir: string, id: string, timings: DrillTimings)
         tool_policy: { on_indeterminate: 'pause' },
       },
     ],
-    runtime: { landing_margin_ms: timings.landingMarginMs },
+    runtime: {
+      landing_margin_ms: timings.landingMarginMs,
+      ...(maxDriveAttempts === undefined ? {} : { max_drive_attempts: maxDriveAttempts }),
+    },
   };
   const file = join(dir, 'oncely.yaml');
   writeFileSync(file, `# Written by oncely drill.\n${stringify(config)}`);

