@@ -585,57 +585,115 @@ const RUN_STATUSES = [
   'cancelled',
 ];
 
-export const runsView: View = async (main) => {
-  const params = new URLSearchParams(location.hash.split('?')[1] ?? '');
-  const select = h(
-    'select',
-    { id: 'filter-status' },
-    RUN_STATUSES.map((s) =>
+/**
+ * An operator's action that needs a reason: refused in the page without one; on success the page is
+ * shown again with what the API answered and `done`; refused by the API, with the record read again
+ * and why nothing changed.
+ */
+export async function actWithReason<T>(
+  reason: HTMLTextAreaElement,
+  send: (reason: string) => Promise<T>,
+  done: string,
+  reread: () => Promise<T>,
+  show: (value: T, notice: HTMLElement) => void,
+): Promise<void> {
+  if (reason.value.trim() === '') {
+    announce('A reason is required.', 'error');
+    reason.focus();
+    return;
+  }
+  try {
+    const next = await send(reason.value);
+    announce(done);
+    show(next, h('p', { class: 'notice notice-ok', role: 'status' }, done));
+  } catch (error) {
+    if (!(error instanceof ApiError)) throw error;
+    announce(`Not changed: ${error.message}`, 'error');
+    show(
+      await reread(),
       h(
-        'option',
-        { value: s, selected: s === (params.get('status') ?? '') },
-        s === '' ? 'every status' : s.replaceAll('_', ' '),
-      ),
-    ),
-  );
-  const body = h('div', {});
-  replace(
-    main,
-    h('h1', {}, 'Runs'),
-    h(
-      'form',
-      { class: 'filters', 'aria-label': 'Filters' },
-      h('label', { for: 'filter-status' }, 'Status'),
-      select,
-    ),
-    body,
-  );
-  const load = async (): Promise<void> => {
-    const page = await api<Page<Run>>('GET', `/v1/runs${q({ status: select.value, limit: 200 })}`);
-    const runs = [...page.items].reverse();
-    replace(
-      body,
-      table(
-        'Runs, newest first',
-        ['Run', 'Agent', 'Status', 'Step', 'Updated'],
-        runs.map((r) => [
-          link(runHref(r.run_id), r.run_id),
-          r.agent,
-          badge(r.status),
-          String(r.step),
-          time(r.updated_at),
-        ]),
-        'No runs.',
+        'p',
+        { class: 'notice notice-error', role: 'alert' },
+        `Not changed (${error.code}): ${error.message}`,
       ),
     );
+  }
+}
+
+/**
+ * A list page: a status filter kept in the address (`#/<route>?status=`), a table of what `rows`
+ * lists for it, looked at again every `everyMs` while the page is open.
+ */
+export function statusListView(options: {
+  readonly title: string;
+  readonly route: string;
+  readonly filterId: string;
+  readonly statuses: readonly string[];
+  readonly caption: string;
+  readonly head: string[];
+  readonly empty: string;
+  readonly everyMs: number;
+  readonly rows: (status: string) => Promise<Child[][]>;
+}): View {
+  return async (main) => {
+    const params = new URLSearchParams(location.hash.split('?')[1] ?? '');
+    const select = h(
+      'select',
+      { id: options.filterId },
+      options.statuses.map((s) =>
+        h(
+          'option',
+          { value: s, selected: s === (params.get('status') ?? '') },
+          s === '' ? 'every status' : s.replaceAll('_', ' '),
+        ),
+      ),
+    );
+    const body = h('div', {});
+    replace(
+      main,
+      h('h1', {}, options.title),
+      h(
+        'form',
+        { class: 'filters', 'aria-label': 'Filters' },
+        h('label', { for: options.filterId }, 'Status'),
+        select,
+      ),
+      body,
+    );
+    const load = async (): Promise<void> => {
+      replace(body, table(options.caption, options.head, await options.rows(select.value), options.empty));
+    };
+    select.addEventListener('change', () => {
+      location.hash = `#/${options.route}${q({ status: select.value })}`;
+    });
+    await load();
+    const timer = window.setInterval(() => void load().catch(() => undefined), options.everyMs);
+    return () => window.clearInterval(timer);
   };
-  select.addEventListener('change', () => {
-    location.hash = `#/runs${q({ status: select.value })}`;
-  });
-  await load();
-  const timer = window.setInterval(() => void load().catch(() => undefined), 5_000);
-  return () => window.clearInterval(timer);
-};
+}
+
+export const runsView: View = statusListView({
+  title: 'Runs',
+  route: 'runs',
+  filterId: 'filter-status',
+  statuses: RUN_STATUSES,
+  caption: 'Runs, newest first',
+  head: ['Run', 'Agent', 'Status', 'Step', 'Updated'],
+  empty: 'No runs.',
+  everyMs: 5_000,
+  rows: async (status) => {
+    const page = await api<Page<Run>>('GET', `/v1/runs${q({ status, limit: 200 })}`);
+    return [...page.items]
+      .reverse()
+      .map((r) => [
+        link(runHref(r.run_id), r.run_id),
+        r.agent,
+        badge(r.status),
+        String(r.step),
+        time(r.updated_at),
+      ]);
+  },
+});
 
 export const runView: View = async (main, ctx) => {
   const runId = ctx.args[0] ?? '';
@@ -643,38 +701,14 @@ export const runView: View = async (main, ctx) => {
   const events = h('ol', { class: 'events', 'aria-live': 'polite' });
   const show = (run: Run, notice?: HTMLElement): void => {
     const reason = h('textarea', { id: 'run-reason', name: 'reason', rows: 2, maxlength: 2000 });
-    const act = async (verb: 'cancel' | 'retry'): Promise<void> => {
-      if (reason.value.trim() === '') {
-        announce('A reason is required.', 'error');
-        reason.focus();
-        return;
-      }
-      try {
-        const next = await api<Run>('POST', `/v1/runs/${encodeURIComponent(runId)}/${verb}`, {
-          reason: reason.value,
-        });
-        announce(verb === 'cancel' ? 'Cancelled.' : 'Queued again.');
-        show(
-          next,
-          h(
-            'p',
-            { class: 'notice notice-ok', role: 'status' },
-            verb === 'cancel' ? 'Cancelled.' : 'Queued again.',
-          ),
-        );
-      } catch (error) {
-        if (!(error instanceof ApiError)) throw error;
-        announce(`Not changed: ${error.message}`, 'error');
-        show(
-          await api<Run>('GET', `/v1/runs/${encodeURIComponent(runId)}`),
-          h(
-            'p',
-            { class: 'notice notice-error', role: 'alert' },
-            `Not changed (${error.code}): ${error.message}`,
-          ),
-        );
-      }
-    };
+    const act = (verb: 'cancel' | 'retry'): Promise<void> =>
+      actWithReason(
+        reason,
+        (why) => api<Run>('POST', `/v1/runs/${encodeURIComponent(runId)}/${verb}`, { reason: why }),
+        verb === 'cancel' ? 'Cancelled.' : 'Queued again.',
+        () => api<Run>('GET', `/v1/runs/${encodeURIComponent(runId)}`),
+        show,
+      );
     const final = FINAL_RUN.has(run.status);
     replace(
       main,

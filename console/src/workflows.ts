@@ -1,6 +1,6 @@
-import { api, q, ApiError, type Page, type WorkflowRun } from './api.js';
-import { announce, badge, facts, h, json, link, replace, table, time } from './dom.js';
-import type { View } from './views.js';
+import { api, q, type Page, type WorkflowRun } from './api.js';
+import { badge, facts, h, json, link, replace, table, time } from './dom.js';
+import { actWithReason, statusListView, type View } from './views.js';
 
 /*
  * Workflow runs: the list, and one workflow run with each node, its state and its runs (links to the
@@ -14,59 +14,26 @@ const href = (id: string): string => `#/workflows/${encodeURIComponent(id)}`;
 const runHref = (runId: string): string => `#/runs/${encodeURIComponent(runId)}`;
 const EVERY_MS = 2_000;
 
-export const workflowsView: View = async (main) => {
-  const params = new URLSearchParams(location.hash.split('?')[1] ?? '');
-  const select = h(
-    'select',
-    { id: 'filter-workflow-status' },
-    STATUSES.map((s) =>
-      h(
-        'option',
-        { value: s, selected: s === (params.get('status') ?? '') },
-        s === '' ? 'every status' : s.replaceAll('_', ' '),
-      ),
-    ),
-  );
-  const body = h('div', {});
-  replace(
-    main,
-    h('h1', {}, 'Workflows'),
-    h(
-      'form',
-      { class: 'filters', 'aria-label': 'Filters' },
-      h('label', { for: 'filter-workflow-status' }, 'Status'),
-      select,
-    ),
-    body,
-  );
-  const load = async (): Promise<void> => {
-    const page = await api<Page<WorkflowRun>>(
-      'GET',
-      `/v1/workflow-runs${q({ status: select.value, limit: 200 })}`,
-    );
-    replace(
-      body,
-      table(
-        'Workflow runs, newest first',
-        ['Workflow run', 'Workflow', 'Status', 'Updated', 'Why'],
-        page.items.map((w) => [
-          link(href(w.workflow_run_id), w.workflow_run_id),
-          w.workflow,
-          badge(w.status),
-          time(w.updated_at),
-          w.status_reason ?? '',
-        ]),
-        'No workflow runs.',
-      ),
-    );
-  };
-  select.addEventListener('change', () => {
-    location.hash = `#/workflows${q({ status: select.value })}`;
-  });
-  await load();
-  const timer = window.setInterval(() => void load().catch(() => undefined), EVERY_MS);
-  return () => window.clearInterval(timer);
-};
+export const workflowsView: View = statusListView({
+  title: 'Workflows',
+  route: 'workflows',
+  filterId: 'filter-workflow-status',
+  statuses: STATUSES,
+  caption: 'Workflow runs, newest first',
+  head: ['Workflow run', 'Workflow', 'Status', 'Updated', 'Why'],
+  empty: 'No workflow runs.',
+  everyMs: EVERY_MS,
+  rows: async (status) => {
+    const page = await api<Page<WorkflowRun>>('GET', `/v1/workflow-runs${q({ status, limit: 200 })}`);
+    return page.items.map((w) => [
+      link(href(w.workflow_run_id), w.workflow_run_id),
+      w.workflow,
+      badge(w.status),
+      time(w.updated_at),
+      w.status_reason ?? '',
+    ]);
+  },
+});
 
 export const workflowView: View = async (main, ctx) => {
   const id = ctx.args[0] ?? '';
@@ -75,29 +42,14 @@ export const workflowView: View = async (main, ctx) => {
   let shown = '';
   const show = (w: WorkflowRun, notice?: HTMLElement): void => {
     const reason = h('textarea', { id: 'workflow-reason', name: 'reason', rows: 2, maxlength: 2000 });
-    const act = async (verb: string, body: Record<string, unknown>, done: string): Promise<void> => {
-      if (reason.value.trim() === '') {
-        announce('A reason is required.', 'error');
-        reason.focus();
-        return;
-      }
-      try {
-        const next = await api<WorkflowRun>('POST', `${path}/${verb}`, { ...body, reason: reason.value });
-        announce(done);
-        show(next, h('p', { class: 'notice notice-ok', role: 'status' }, done));
-      } catch (error) {
-        if (!(error instanceof ApiError)) throw error;
-        announce(`Not changed: ${error.message}`, 'error');
-        show(
-          await api<WorkflowRun>('GET', path),
-          h(
-            'p',
-            { class: 'notice notice-error', role: 'alert' },
-            `Not changed (${error.code}): ${error.message}`,
-          ),
-        );
-      }
-    };
+    const act = (verb: string, body: Record<string, unknown>, done: string): Promise<void> =>
+      actWithReason(
+        reason,
+        (why) => api<WorkflowRun>('POST', `${path}/${verb}`, { ...body, reason: why }),
+        done,
+        () => api<WorkflowRun>('GET', path),
+        show,
+      );
     const paused =
       w.status === 'awaiting_operator' ? (w.nodes ?? []).find((n) => n.state === 'failed') : undefined;
     shown = JSON.stringify(w);
