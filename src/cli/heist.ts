@@ -52,7 +52,7 @@ export function heistCommand(): Command {
       if (flags.web === true) return serveHeist(flags);
       if (flags.auto === true) return autoPlay(flags);
       const score = await playInTerminal(flags.level === undefined ? {} : { levels: flags.level });
-      if (score.pennyGoalsMet > 0 || score.broken > 0) process.exitCode = 1;
+      if (!score.held || score.broken > 0) process.exitCode = 1;
     });
 }
 
@@ -82,7 +82,7 @@ async function autoPlay(flags: HeistFlags): Promise<void> {
   const score = game.scoreboard();
   if (json) write(JSON.stringify({ plays: game.plays, scoreboard: score }, null, 2));
   else write(['', 'Scoreboard', ...scoreLines(score)].join('\n'));
-  if (score.pennyGoalsMet > 0 || score.pennyPayouts !== score.refundsOwed || score.broken > 0) {
+  if (!score.held || score.broken > 0) {
     process.stderr.write('oncely heist: Penny did not hold (or a play broke); see above\n');
     process.exitCode = 1;
   }

@@ -1,7 +1,7 @@
-import { errorInfo } from '../errors/index.js';
+import { OncelyError, errorInfo } from '../errors/index.js';
 import { dollars } from './brain.js';
 import { PennyStage, Stage, type Line } from './stage.js';
-import { TRICKS, trick, type TrickId } from './tricks.js';
+import { trick, type TrickId } from './tricks.js';
 
 /*
  * Heist the Agent: levels, a budget of tricks per level, each trick played against the naive bot and
@@ -153,6 +153,10 @@ export interface Scoreboard {
   /** Plays where the goal was reached against Penny: zero, or oncely broke its promise. */
   readonly pennyGoalsMet: number;
   readonly broken: number;
+  /** Penny paid once per refund and no heist worked on her: the promise held. */
+  readonly held: boolean;
+  /** The scoreboard's last word, from the figures above. */
+  readonly verdict: string;
 }
 
 const standing = (payouts: readonly Payout[]): Payout[] => payouts.filter((p) => !p.voided);
@@ -295,14 +299,25 @@ export class HeistGame {
     return level !== undefined && this.#cleared.has(level.number);
   }
 
+  /** The current level, if trick `id` may be played on it now; else `HEIST_MOVE_INVALID`. */
+  playable(id: TrickId): Level {
+    const level = this.level;
+    if (level === undefined) throw new OncelyError('HEIST_MOVE_INVALID', 'the game is over');
+    if (!level.tricks.includes(id)) {
+      throw new OncelyError(
+        'HEIST_MOVE_INVALID',
+        `level ${level.number} offers ${level.tricks.join(', ')}; not ${id}`,
+      );
+    }
+    if (this.tricksLeft <= 0) {
+      throw new OncelyError('HEIST_MOVE_INVALID', `no tricks left on level ${level.number}; move on`);
+    }
+    return level;
+  }
+
   /** Plays trick `id` of the current level against the naive bot, then against Penny. */
   async play(id: TrickId): Promise<TrickPlay> {
-    const level = this.level;
-    if (level === undefined) throw new Error('the game is over');
-    if (!level.tricks.includes(id)) {
-      throw new Error(`level ${level.number} offers ${level.tricks.join(', ')}; not ${id}`);
-    }
-    if (this.tricksLeft <= 0) throw new Error(`no tricks left on level ${level.number}`);
+    const level = this.playable(id);
     this.#spent += 1;
     const naive = await playTrick(id, 'naive', level.goal, this.onLine);
     const penny = await playTrick(id, 'penny', level.goal, this.onLine);
@@ -314,6 +329,7 @@ export class HeistGame {
 
   /** On to the next level; false when the game is over. */
   next(): boolean {
+    if (this.over) throw new OncelyError('HEIST_MOVE_INVALID', 'the game is over');
     this.#index += 1;
     this.#spent = 0;
     return !this.over;
@@ -321,22 +337,34 @@ export class HeistGame {
 
   scoreboard(): Scoreboard {
     const count = (f: (p: TrickPlay) => number): number => this.plays.reduce((n, p) => n + f(p), 0);
+    const pennyPayouts = count((p) => standing(p.penny.payouts).length);
+    const pennyGoalsMet = count((p) => (p.penny.goalMet ? 1 : 0));
+    const broken = count(
+      (p) => (p.naive.error === undefined ? 0 : 1) + (p.penny.error === undefined ? 0 : 1),
+    );
+    const held = pennyGoalsMet === 0 && pennyPayouts === this.plays.length;
     return {
       tricksTried: this.plays.length,
       levelsCleared: this.#cleared.size,
       levels: this.levels.length,
       naivePayouts: count((p) => standing(p.naive.payouts).length),
-      pennyPayouts: count((p) => standing(p.penny.payouts).length),
+      pennyPayouts,
       refundsOwed: this.plays.length,
-      pennyGoalsMet: count((p) => (p.penny.goalMet ? 1 : 0)),
-      broken: count((p) => (p.naive.error === undefined ? 0 : 1) + (p.penny.error === undefined ? 0 : 1)),
+      pennyGoalsMet,
+      broken,
+      held,
+      verdict:
+        broken > 0
+          ? `${broken} play(s) broke (their screens say why): the score is not a verdict on Penny.`
+          : held
+            ? 'Penny paid each refund once. The naive bot paid what the tricks made it pay.'
+            : 'Penny paid other than once per refund: that is a bug in oncely; please report it with this screen.',
     };
   }
 }
 
 /** The trick's name, what the player does and why it fails against Penny. */
 export function describeTrick(id: TrickId): { name: string; how: string; lesson: string } {
-  const t = TRICKS.get(id);
-  if (t === undefined) throw new Error(`no trick ${id}`);
-  return { name: t.name, how: t.how, lesson: t.lesson };
+  const { name, how, lesson } = trick(id);
+  return { name, how, lesson };
 }

@@ -318,11 +318,7 @@ function finish(screen: Screen, game: HeistGame): Scoreboard {
     '',
     ...scoreLines(score),
     '',
-    ...screen.wrap(
-      score.pennyPayouts === score.refundsOwed && score.pennyGoalsMet === 0
-        ? 'Penny paid each refund once. The naive bot paid what the tricks made it pay.'
-        : 'Penny paid other than once per refund: that is a bug in oncely; please report it with this screen.',
-    ),
+    ...screen.wrap(score.verdict),
     '',
   ]);
   return score;

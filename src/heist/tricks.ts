@@ -1,9 +1,8 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { join } from 'node:path';
-import type { ToolExecution } from '../api/client-types.js';
+import type { Page, ToolExecution } from '../api/client-types.js';
 import { OncelyError } from '../errors/index.js';
 import { NaiveBot, readState, writeState } from './naive.js';
-import { LANDING_MARGIN_MS } from './penny.js';
 import type { PennyStage, Stage } from './stage.js';
 
 /*
@@ -335,13 +334,11 @@ const twoOperators: Trick = {
     const key = await pendingKey(stage, runId);
     stage.payments.down = false;
     const [ana, bob] = await Promise.all([stage.operator('ops-ana'), stage.operator('ops-bob')]);
-    // The operators may settle it once its attempt can no longer land.
-    const record = (
-      await ana.get<{ record: ToolExecution }>(`/v1/tool-executions/${encodeURIComponent(key)}`)
-    ).record;
-    const landed =
-      Date.parse(record.attempt_started_at) + (record.attempt_timeout_ms ?? 0) + LANDING_MARGIN_MS;
-    await sleep(Math.max(0, landed - Date.now() + 50));
+    // Operators settle what the API lists as unknown: a call whose attempt can no longer land.
+    await stage.until('the call in the operators\u2019 list of unknown calls', async () => {
+      const unknown = await ana.get<Page<ToolExecution>>('/v1/tool-executions', { status: 'unknown' });
+      return unknown.items.some((c) => c.idempotency_key === key);
+    });
     stage.say('operator', `ops-ana and ops-bob both settle ${key} "failed" at the same moment`);
     const reason = 'not in the payments service\u2019s books';
     const answers = await Promise.all(

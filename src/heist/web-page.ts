@@ -162,9 +162,7 @@ function showScore() {
       row('Paid out by the naive bot', s.naivePayouts, 'score-naive'),
       row('Paid out by Penny', s.pennyPayouts, 'score-penny'),
       row('Heists that worked on Penny', s.pennyGoalsMet, 'score-penny-goals')),
-    el('p', {}, s.pennyPayouts === s.refundsOwed && s.pennyGoalsMet === 0
-      ? 'Penny paid each refund once. The naive bot paid what the tricks made it pay.'
-      : 'Penny paid other than once per refund: that is a bug in oncely; please report it.'),
+    el('p', { 'data-testid': 'score-verdict' }, s.verdict),
     el('button', { onclick: start }, 'Play again'),
   );
 }

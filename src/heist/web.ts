@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import type { FastifyInstance, FastifyReply } from 'fastify';
+import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod/v4';
 import { OncelyError } from '../errors/index.js';
 import { GOALS, HeistGame, LEVELS, describeTrick, type TrickPlay } from './game.js';
@@ -71,6 +72,8 @@ export interface HeistRoutesOptions {
 
 /** Registers /heist (the page, its assets) and /heist/api (the game) on a Fastify app. */
 export function heistRoutes(app: FastifyInstance, options: HeistRoutesOptions = {}): void {
+  // Params and bodies are checked by their zod schemas (the app's validator compiler) before a handler runs.
+  const api = app.withTypeProvider<ZodTypeProvider>();
   const games = new Map<string, Kept>();
   let playing = false;
   const levels =
@@ -94,11 +97,11 @@ export function heistRoutes(app: FastifyInstance, options: HeistRoutesOptions = 
       .type(type)
       .send(body);
 
-  app.get('/heist', hide, asset(HEIST_PAGE, 'text/html; charset=utf-8'));
-  app.get('/heist/app.js', hide, asset(HEIST_SCRIPT, 'text/javascript; charset=utf-8'));
-  app.get('/heist/style.css', hide, asset(HEIST_STYLE, 'text/css; charset=utf-8'));
+  api.get('/heist', hide, asset(HEIST_PAGE, 'text/html; charset=utf-8'));
+  api.get('/heist/app.js', hide, asset(HEIST_SCRIPT, 'text/javascript; charset=utf-8'));
+  api.get('/heist/style.css', hide, asset(HEIST_STYLE, 'text/css; charset=utf-8'));
 
-  app.post('/heist/api/games', hide, async (_request, reply) => {
+  api.post('/heist/api/games', hide, async (_request, reply) => {
     if (games.size >= MAX_GAMES) {
       const oldest = [...games.entries()].sort((a, b) => a[1].used - b[1].used)[0];
       if (oldest !== undefined) games.delete(oldest[0]);
@@ -110,36 +113,21 @@ export function heistRoutes(app: FastifyInstance, options: HeistRoutesOptions = 
   });
 
   const withGame = { schema: { hide: true, params: gameParams } };
-  app.get('/heist/api/games/:id', withGame, (request) => {
-    const { id } = gameParams.parse(request.params);
-    return view(id, find(id).game);
-  });
+  api.get('/heist/api/games/:id', withGame, (request) =>
+    view(request.params.id, find(request.params.id).game),
+  );
 
-  app.post(
+  api.post(
     '/heist/api/games/:id/plays',
     { schema: { hide: true, params: gameParams, body: playBody } },
     async (request) => {
-      const { id } = gameParams.parse(request.params);
-      const parsed = playBody.safeParse(request.body);
-      if (!parsed.success) {
-        throw new OncelyError('HEIST_MOVE_INVALID', `a play names a trick, one of ${TRICK_IDS.join(', ')}`);
-      }
+      const { id } = request.params;
       const { game } = find(id);
-      const level = game.level;
-      if (level === undefined) throw new OncelyError('HEIST_MOVE_INVALID', 'the game is over');
-      if (!level.tricks.includes(parsed.data.trick)) {
-        throw new OncelyError(
-          'HEIST_MOVE_INVALID',
-          `level ${level.number} offers ${level.tricks.join(', ')}; not ${parsed.data.trick}`,
-        );
-      }
-      if (game.tricksLeft <= 0) {
-        throw new OncelyError('HEIST_MOVE_INVALID', `no tricks left on level ${level.number}; move on`);
-      }
+      game.playable(request.body.trick);
       if (playing) throw new OncelyError('HEIST_BUSY', 'another trick is being played; one at a time');
       playing = true;
       try {
-        const play = await game.play(parsed.data.trick);
+        const play = await game.play(request.body.trick);
         return { play: playView(play), game: view(id, game) };
       } finally {
         playing = false;
@@ -147,10 +135,9 @@ export function heistRoutes(app: FastifyInstance, options: HeistRoutesOptions = 
     },
   );
 
-  app.post('/heist/api/games/:id/next', withGame, (request) => {
-    const { id } = gameParams.parse(request.params);
+  api.post('/heist/api/games/:id/next', withGame, (request) => {
+    const { id } = request.params;
     const { game } = find(id);
-    if (game.over) throw new OncelyError('HEIST_MOVE_INVALID', 'the game is over');
     game.next();
     return view(id, game);
   });

@@ -92,6 +92,9 @@ describe.runIf(hasChromium)('Heist the Agent in Chromium', () => {
     expect(await score('score-penny')).toBe('8');
     expect(await score('score-penny-goals')).toBe('0');
     expect(Number(await score('score-naive'))).toBeGreaterThanOrEqual(15);
+    expect(await score('score-verdict')).toBe(
+      'Penny paid each refund once. The naive bot paid what the tricks made it pay.',
+    );
     expect(errors).toEqual([]);
   }, 600_000);
 });
