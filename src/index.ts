@@ -138,6 +138,9 @@ export {
   type StartWorkflowRequest,
   type WorkflowRunView,
   type WorkflowEngineOptions,
+  WORKFLOW_DECISIONS,
+  type WorkflowDecision,
+  type StandingCall,
   type NodeState,
   type NodeView,
 } from './workflows/index.js';

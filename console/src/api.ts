@@ -248,6 +248,14 @@ export interface WorkflowNode {
   readonly state: string;
   readonly reason: string | null;
   readonly attempts: readonly { attempt: number; run_id: string; status: string | null }[];
+  /** Its failed run's non-read calls that took effect or may have: a retry could repeat them. */
+  readonly standing_calls: readonly {
+    idempotency_key: string;
+    tool_name: string;
+    status: string;
+    conflict: boolean;
+    result_reference: string | null;
+  }[];
 }
 
 export interface WorkflowRun {

@@ -12,6 +12,7 @@ const FINAL = new Set(['completed', 'failed', 'cancelled']);
 const STATUSES = ['', 'running', 'awaiting_operator', 'completed', 'failed', 'cancelled'];
 const href = (id: string): string => `#/workflows/${encodeURIComponent(id)}`;
 const runHref = (runId: string): string => `#/runs/${encodeURIComponent(runId)}`;
+const callHref = (key: string): string => `#/calls/${encodeURIComponent(key)}`;
 const EVERY_MS = 2_000;
 
 export const workflowsView: View = statusListView({
@@ -86,6 +87,28 @@ export const workflowView: View = async (main, ctx) => {
         ]),
         'No nodes.',
       ),
+      paused === undefined || paused.standing_calls.length === 0
+        ? null
+        : [
+            h('h2', {}, `What stands from node ${paused.name}'s failed run`),
+            h(
+              'p',
+              { class: 'help' },
+              'These calls took effect or may have. A retry is a fresh run with new keys: it could make them again ' +
+                '(it is told of them). Settle an unknown call first if you can.',
+            ),
+            table(
+              'Calls that stand',
+              ['Call', 'Tool', 'Outcome', 'Reference'],
+              paused.standing_calls.map((c) => [
+                link(callHref(c.idempotency_key), c.idempotency_key, `Open call ${c.idempotency_key}`),
+                c.tool_name,
+                c.conflict ? 'failed, then took effect (conflict)' : badge(c.status),
+                c.result_reference ?? '–',
+              ]),
+              'None.',
+            ),
+          ],
       h('h2', {}, 'Input'),
       json(w.input, 'Input as JSON'),
       w.result === null ? null : [h('h2', {}, 'Result'), json(w.result, 'Result as JSON')],
@@ -113,6 +136,19 @@ export const workflowView: View = async (main, ctx) => {
                           ),
                       },
                       `Retry node ${paused.name}`,
+                    ),
+                    h(
+                      'button',
+                      {
+                        type: 'button',
+                        onclick: () =>
+                          void act(
+                            'decide',
+                            { node: paused.name, action: 'skip' },
+                            `Node ${paused.name} skipped.`,
+                          ),
+                      },
+                      `Skip node ${paused.name}`,
                     ),
                     h(
                       'button',

@@ -43,5 +43,12 @@ export interface WorkflowRun {
     state: string;
     reason: string | null;
     attempts: { attempt: number; run_id: string; status: string | null }[];
+    standing_calls: {
+      idempotency_key: string;
+      tool_name: string;
+      status: string;
+      conflict: boolean;
+      result_reference: string | null;
+    }[];
   }[];
 }

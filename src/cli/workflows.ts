@@ -1,6 +1,7 @@
 import { Command, Option } from 'commander';
 import { OncelyError } from '../errors/index.js';
 import { WORKFLOW_STATUSES } from '../store/workflow-store.js';
+import { WORKFLOW_DECISIONS } from '../workflows/engine.js';
 import { ApiClient, type ApiFlags } from '../api/client.js';
 import type { Page, WorkflowRun } from '../api/client-types.js';
 import { moreHint, withApiFlags } from './operator-flags.js';
@@ -108,11 +109,13 @@ function cancelCommand(): Command {
 function decideCommand(): Command {
   return withApiFlags(new Command('decide'))
     .description(
-      'for a workflow run waiting on a paused node: retry the node (a fresh run, new keys) or fail the workflow run',
+      'for a workflow run waiting on a paused node: retry the node (a fresh run, new keys, told of the calls that stand), skip it, or fail the workflow run',
     )
     .argument('<workflow_run_id>')
     .requiredOption('--node <name>', 'the node it waits on')
-    .addOption(new Option('--action <action>', 'what to do').choices(['retry', 'fail']).makeOptionMandatory())
+    .addOption(
+      new Option('--action <action>', 'what to do').choices([...WORKFLOW_DECISIONS]).makeOptionMandatory(),
+    )
     .requiredOption('--reason <text>', 'what you checked (recorded with the workflow run)')
     .action(async (id: string, flags: ApiFlags & { node: string; action: string; reason: string }) => {
       if (flags.reason.trim() === '')
@@ -149,6 +152,19 @@ function describe(w: WorkflowRun): string {
         ]),
       ).trimEnd(),
     );
+  }
+  const standing = nodes.filter((n) => n.standing_calls.length > 0);
+  for (const n of standing) {
+    lines.push(
+      '',
+      `calls of node ${n.name}'s failed run that took effect or may have (a retry could repeat them):`,
+    );
+    for (const c of n.standing_calls) {
+      const status = c.conflict ? 'failed, then took effect (conflict)' : c.status;
+      lines.push(
+        `  ${c.idempotency_key}  ${c.tool_name}  ${status}${c.result_reference === null ? '' : `  ref ${c.result_reference}`}`,
+      );
+    }
   }
   return `${lines.join('\n')}\n`;
 }

@@ -69,11 +69,17 @@ VALUES (@tenantId, @workflowRunId, @at, @kind, @node, @attempt, @runId, @reason,
 ON CONFLICT DO NOTHING`,
 } as const;
 
+/*
+ * A wake-up while a workflow run is claimed must not be lost: the claim moves `wake_at` to the end
+ * of its lease, a wake (a node run ended) brings it back to now, and the advance keeps a `wake_at`
+ * that is due (the run is looked at again at once) rather than setting its own later time over it.
+ */
 export const CLAIM_DUE_WORKFLOWS = {
   postgres: `
 UPDATE workflow_runs w
    SET lease_owner = $1, lease_epoch = w.lease_epoch + 1,
-       lease_expires_at = oncely_now() + ($2::integer * interval '1 millisecond'), updated_at = oncely_now()
+       lease_expires_at = oncely_now() + ($2::integer * interval '1 millisecond'),
+       wake_at = oncely_now() + ($2::integer * interval '1 millisecond'), updated_at = oncely_now()
  WHERE (w.tenant_id, w.workflow_run_id) IN (
    SELECT tenant_id, workflow_run_id FROM workflow_runs
     WHERE status = 'running' AND wake_at <= oncely_now()
@@ -84,7 +90,8 @@ UPDATE workflow_runs w
 RETURNING ${WORKFLOW_RUN_COLUMNS.replace(/(\w+)/g, 'w.$1')}`,
   sqlite: `
 UPDATE workflow_runs
-   SET lease_owner = @owner, lease_epoch = lease_epoch + 1, lease_expires_at = @expiresAt, updated_at = @at
+   SET lease_owner = @owner, lease_epoch = lease_epoch + 1, lease_expires_at = @expiresAt,
+       wake_at = @expiresAt, updated_at = @at
  WHERE rowid IN (
    SELECT rowid FROM workflow_runs
     WHERE status = 'running' AND wake_at <= @at AND (lease_expires_at IS NULL OR lease_expires_at < @at)
@@ -108,7 +115,9 @@ export const ADVANCE_WORKFLOW = {
 WITH moved AS (
 UPDATE workflow_runs
    SET status = $4, status_reason = $5, result = COALESCE($6::jsonb, result), error = COALESCE($7::jsonb, error),
-       wake_at = oncely_now() + ($8::integer * interval '1 millisecond'), version = version + 1,
+       wake_at = CASE WHEN wake_at <= oncely_now() THEN wake_at
+                      ELSE oncely_now() + ($8::integer * interval '1 millisecond') END,
+       version = version + 1,
        lease_owner = NULL, lease_expires_at = NULL, updated_at = oncely_now()
  WHERE tenant_id = $1 AND workflow_run_id = $2 AND lease_epoch = $3 AND lease_owner IS NOT NULL
    AND status = 'running'
@@ -118,7 +127,8 @@ SELECT count(*)::int AS moved FROM moved`,
   sqlite: `
 UPDATE workflow_runs
    SET status = @status, status_reason = @statusReason, result = COALESCE(@result, result),
-       error = COALESCE(@error, error), wake_at = @wakeAt, version = version + 1,
+       error = COALESCE(@error, error), wake_at = CASE WHEN wake_at <= @at THEN wake_at ELSE @wakeAt END,
+       version = version + 1,
        lease_owner = NULL, lease_expires_at = NULL, updated_at = @at
  WHERE tenant_id = @tenantId AND workflow_run_id = @workflowRunId AND lease_epoch = @epoch
    AND lease_owner IS NOT NULL AND status = 'running'

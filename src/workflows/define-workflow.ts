@@ -5,7 +5,7 @@ import { toolInputOf, type ToolInput, type ToolInputSchema } from '../tools/tool
 /*
  * A workflow: named nodes, each an agent run, joined by what each node needs (sequence, fan-out,
  * fan-in) and an optional condition on earlier results. Its definition is checked when it is made;
- * whether its `retry` nodes are safe is checked against the agents when a runtime or a configuration
+ * whether its `retry` nodes can retry is checked against the agents when a runtime or a configuration
  * loads it (`recoveryProblems`).
  */
 
@@ -219,10 +219,13 @@ interface CheckedTool {
 }
 
 /**
- * Why the workflow's `retry` nodes are unsafe, if they are: a retried node starts a fresh run, whose
- * calls have new keys, so only a node whose every tool is a `read()` or has a reconcile hook may
- * retry. One sentence per unsafe node, naming the workflow, the node and each tool; an agent that
- * is not there is named too. Empty: safe.
+ * Why the workflow's `retry` nodes cannot retry as declared, if they cannot. A retry starts a fresh
+ * run (new keys) by itself only when every non-read call of the failed run is known not to have
+ * taken effect; any other outcome stops the node for an operator. A call of a tool with no reconcile
+ * hook that ends unknown can be settled only by a person, so a node that can make one may not
+ * declare `retry` (use `pause`). A hook never makes a retry repeat a call that took effect: it only
+ * settles unknown ones. One sentence per such node, naming the workflow, the node and each tool; an
+ * agent that is not there is named too. Empty: none.
  */
 export function recoveryProblems(
   workflow: Workflow,
@@ -248,9 +251,10 @@ export function recoveryProblems(
     const tools = unsafe.map((t) => `"${t.name}" (${t.effect.kind}(), no reconcile hook)`).join(', ');
     problems.push(
       `${shown}, node "${node.name}": recovery_policy retry starts a fresh run of agent "${node.agent}" ` +
-        `with new keys, which could repeat an effect of ${tools}; retry is allowed only when every tool ` +
-        'of the node is a read() or has a reconcile hook. Use recovery_policy pause (an operator decides) ' +
-        'or fail, or give the tool a reconcile hook',
+        'with new keys, and only when every non-read call of the failed run is known not to have taken ' +
+        `effect; a call of ${tools} that ends unknown can be settled only by an operator, so retry is ` +
+        'allowed only when every tool of the node is a read() or has a reconcile hook. Use recovery_policy ' +
+        'pause (an operator decides) or fail, or give the tool a reconcile hook',
     );
   }
   return problems;

@@ -2,17 +2,30 @@ import { randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
 import { crashPoint } from '../crash/index.js';
 import { errorInfo, OncelyError } from '../errors/index.js';
-import { argsDigest, assertTenantId, toJsonValue, type JsonValue } from '../ledger/index.js';
+import {
+  argsDigest,
+  assertTenantId,
+  toJsonValue,
+  type JsonValue,
+  type ToolExecutionRecord,
+} from '../ledger/index.js';
 import { isFinalRunStatus, type RunRecord } from '../run-state/index.js';
 import type { Runtime } from '../runs/index.js';
+import type { CreateRunRequest } from '../store/index.js';
 import {
   FINAL_WORKFLOW_STATUSES,
+  type MoveWorkflowRequest,
+  type NewWorkflowEvent,
   type WorkflowEvent,
   type WorkflowRunRecord,
   type WorkflowStatus,
 } from '../store/workflow-store.js';
 import { recoveryProblems, workflowRunIdOf, WORKFLOW_RUN_ID, type Workflow } from './define-workflow.js';
-import { planWorkflow, RECHECK_MS, type NodeView, type WorkflowPlan } from './plan.js';
+import { planWorkflow, RECHECK_MS, type NodeView, type StandingCall, type WorkflowPlan } from './plan.js';
+
+/** What an operator may decide for a paused node. */
+export const WORKFLOW_DECISIONS = ['retry', 'skip', 'fail'] as const;
+export type WorkflowDecision = (typeof WORKFLOW_DECISIONS)[number];
 
 /** How long a claim on a workflow run holds while it is advanced (an advance takes milliseconds). */
 export const DEFAULT_WORKFLOW_LEASE_MS = 30_000;
@@ -42,7 +55,8 @@ export interface WorkflowEngineOptions {
   readonly recheckMs?: number;
 }
 
-const UNKNOWN_STATUSES = ['started', 'indeterminate'] as const;
+/** How many of an ended node run's calls are read to find the ones that stand. */
+const CALLS_READ = 500;
 const REASON_MAX = 500;
 
 /**
@@ -207,13 +221,15 @@ export class WorkflowEngine {
 
   /**
    * An operator's decision for a workflow run waiting on a paused node: `retry` starts the node's
-   * next attempt (a fresh run, new keys: the operator has checked what the failed run did), `fail`
-   * ends the workflow run failed.
+   * next attempt (a fresh run, new keys: the operator has checked what the failed run did; the calls
+   * of it that stand are recorded with the decision and told to the new run), `skip` skips the node
+   * (and, as a false condition would, the nodes needing it) and the workflow goes on, `fail` ends the
+   * workflow run failed.
    */
   async decide(
     tenantId: string,
     workflowRunId: string,
-    request: { node: string; action: 'retry' | 'fail'; reason: string; actorId: string },
+    request: { node: string; action: WorkflowDecision; reason: string; actorId: string },
   ): Promise<WorkflowRunView> {
     const view = await this.get(tenantId, workflowRunId);
     const reason = checkedReason(request.reason, 'a decision');
@@ -226,31 +242,46 @@ export class WorkflowEngine {
         { details: { workflowRunId, status: view.status } },
       );
     }
-    const next = (node.attempts.at(-1)?.attempt ?? 0) + 1;
+    const latest = node.attempts.at(-1);
     const by = { by: request.actorId };
-    const moved = await this.runtime.store.workflows.move(
-      request.action === 'retry'
-        ? {
-            tenantId,
-            workflowRunId,
-            from: ['awaiting_operator'],
-            to: 'running',
-            statusReason: null,
-            events: [
-              { kind: 'node.retry_allowed', node: node.name, attempt: next, reason, detail: by },
-              { kind: 'workflow.status', reason, detail: { status: 'running', ...by } },
-            ],
-          }
-        : {
-            tenantId,
-            workflowRunId,
-            from: ['awaiting_operator'],
-            to: 'failed',
-            statusReason: `${node.reason ?? `node "${node.name}" failed`}; an operator failed the workflow: ${reason}`,
-            error: { code: 'WORKFLOW_NODE_FAILED', message: node.reason ?? `node "${node.name}" failed` },
-            events: [{ kind: 'workflow.status', reason, detail: { status: 'failed', ...by } }],
+    const resume = (events: NewWorkflowEvent[]): MoveWorkflowRequest => ({
+      tenantId,
+      workflowRunId,
+      from: ['awaiting_operator'],
+      to: 'running',
+      statusReason: null,
+      events: [...events, { kind: 'workflow.status', reason, detail: { status: 'running', ...by } }],
+    });
+    const standing: Record<string, JsonValue> =
+      node.standingCalls.length === 0 || latest === undefined
+        ? {}
+        : { runId: latest.runId, standingCalls: node.standingCalls.map((c) => ({ ...c })) };
+    const moves: Record<WorkflowDecision, () => MoveWorkflowRequest> = {
+      retry: () =>
+        resume([
+          {
+            kind: 'node.retry_allowed',
+            node: node.name,
+            attempt: (latest?.attempt ?? 0) + 1,
+            reason,
+            detail: { ...by, ...standing },
           },
-    );
+        ]),
+      skip: () =>
+        resume([
+          { kind: 'node.skipped', node: node.name, attempt: latest?.attempt ?? 0, reason, detail: by },
+        ]),
+      fail: () => ({
+        tenantId,
+        workflowRunId,
+        from: ['awaiting_operator'],
+        to: 'failed',
+        statusReason: `${node.reason ?? `node "${node.name}" failed`}; an operator failed the workflow: ${reason}`,
+        error: { code: 'WORKFLOW_NODE_FAILED', message: node.reason ?? `node "${node.name}" failed` },
+        events: [{ kind: 'workflow.status', reason, detail: { status: 'failed', ...by } }],
+      }),
+    };
+    const moved = await this.runtime.store.workflows.move(moves[request.action]());
     if (moved === undefined) {
       throw new OncelyError(
         'WORKFLOW_NOT_PAUSED',
@@ -312,14 +343,13 @@ export class WorkflowEngine {
     const written = await this.runtime.store
       .transaction(async (tx) => {
         for (const s of plan.start) {
-          await tx.runs.create(
-            this.runtime.newRun({
-              tenantId: record.tenantId,
-              agent: s.node.agent,
-              runId: s.runId,
-              input: s.input,
-            }),
-          );
+          const run = this.runtime.newRun({
+            tenantId: record.tenantId,
+            agent: s.node.agent,
+            runId: s.runId,
+            input: s.input,
+          });
+          await tx.runs.create(withNotice(run, s.notice));
         }
         const moved = await tx.workflows.advance({
           tenantId: record.tenantId,
@@ -394,22 +424,15 @@ export class WorkflowEngine {
       .filter((e) => e.kind === 'node.started' && e.runId !== null)
       .map((e) => e.runId as string);
     const runs = new Map<string, RunRecord>();
-    const unknownCallsOf = new Map<string, string[]>();
+    const standingCallsOf = new Map<string, StandingCall[]>();
     for (const runId of runIds) {
       const run = await store.runs.get(record.tenantId, runId);
       if (run === undefined) continue;
       runs.set(runId, run);
-      if (run.status === 'failed') {
-        const open = await store.ledger.list(record.tenantId, {
-          runId,
-          statuses: [...UNKNOWN_STATUSES],
-          limit: 20,
-        });
-        if (open.length > 0)
-          unknownCallsOf.set(
-            runId,
-            open.map((r) => r.idempotencyKey),
-          );
+      if (run.status === 'failed' || run.status === 'cancelled') {
+        const calls = await store.ledger.list(record.tenantId, { runId, limit: CALLS_READ });
+        const standing = calls.filter(stands).map(toStandingCall);
+        if (standing.length > 0) standingCallsOf.set(runId, standing);
       }
     }
     return planWorkflow({
@@ -418,7 +441,7 @@ export class WorkflowEngine {
       input: record.input,
       events,
       runs,
-      unknownCallsOf,
+      standingCallsOf,
       nowMs: Date.now(),
       recheckMs: this.#recheckMs,
     });
@@ -426,6 +449,40 @@ export class WorkflowEngine {
 }
 
 class StoodDown extends Error {}
+
+/**
+ * Whether a call of an ended run took effect or may have, so a fresh run could repeat it: a non-read
+ * call (not a compensation record) that is anything but plainly `failed`. A `failed` call that an
+ * effect then contradicted (a conflict) took effect.
+ */
+function stands(record: ToolExecutionRecord): boolean {
+  if (record.effect === 'read' || record.compensationOf !== null) return false;
+  return record.status !== 'failed' || record.conflictAt !== null;
+}
+
+function toStandingCall(record: ToolExecutionRecord): StandingCall {
+  return {
+    idempotencyKey: record.idempotencyKey,
+    toolName: record.toolName,
+    status: record.status,
+    conflict: record.status === 'failed' && record.conflictAt !== null,
+    resultReference: record.resultReference,
+  };
+}
+
+/** A node attempt's run as created: its input, and what it is told beside it (standing calls). */
+function withNotice(run: CreateRunRequest, notice: string | undefined): CreateRunRequest {
+  if (notice === undefined) return run;
+  const [first, ...rest] = run.checkpoint.messages;
+  const content = (first as { content: string }).content;
+  return {
+    ...run,
+    checkpoint: {
+      ...run.checkpoint,
+      messages: [{ role: 'user', content: `${content}\n\n${notice}` }, ...rest],
+    },
+  };
+}
 
 function statusEvent(plan: WorkflowPlan): {
   kind: 'workflow.status';

@@ -14,9 +14,11 @@ export {
 export {
   WorkflowEngine,
   DEFAULT_WORKFLOW_LEASE_MS,
+  WORKFLOW_DECISIONS,
+  type WorkflowDecision,
   isFinalWorkflowStatus,
   type StartWorkflowRequest,
   type WorkflowRunView,
   type WorkflowEngineOptions,
 } from './engine.js';
-export { planWorkflow, type NodeState, type NodeView, type NodeAttempt } from './plan.js';
+export { planWorkflow, type NodeState, type NodeView, type NodeAttempt, type StandingCall } from './plan.js';

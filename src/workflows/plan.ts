@@ -1,4 +1,4 @@
-import type { ErrorInfo, JsonValue } from '../ledger/index.js';
+import type { ErrorInfo, JsonValue, LedgerStatus } from '../ledger/index.js';
 import { isFinalRunStatus, type RunRecord } from '../run-state/index.js';
 import type { NewWorkflowEvent, WorkflowEvent, WorkflowStatus } from '../store/workflow-store.js';
 import { nodeRunId, type Workflow, type WorkflowContext, type WorkflowNode } from './define-workflow.js';
@@ -33,6 +33,25 @@ export interface NodeView {
   readonly state: NodeState;
   readonly attempts: readonly NodeAttempt[];
   readonly reason: string | null;
+  /**
+   * The non-read calls of its latest attempt's run, when that run failed or was cancelled, that took
+   * effect or may have: what a fresh run could repeat. Empty otherwise.
+   */
+  readonly standingCalls: readonly StandingCall[];
+}
+
+/**
+ * A non-read call of an ended node run that took effect (`completed`, `compensated`, or `failed`
+ * but contradicted by an effect that landed: a conflict) or may have (`started`, `indeterminate`).
+ * A fresh run of the node has new keys, so it could repeat any of these.
+ */
+export interface StandingCall {
+  readonly idempotencyKey: string;
+  readonly toolName: string;
+  readonly status: LedgerStatus;
+  /** True for a call settled `failed` that an effect then contradicted. */
+  readonly conflict: boolean;
+  readonly resultReference: string | null;
 }
 
 /** What the engine knows when it plans. */
@@ -43,8 +62,8 @@ export interface PlanFacts {
   readonly events: readonly WorkflowEvent[];
   /** Each started attempt's run, by run id. */
   readonly runs: ReadonlyMap<string, RunRecord>;
-  /** Run ids of failed node runs that left a call unknown (not settled). */
-  readonly unknownCallsOf: ReadonlyMap<string, readonly string[]>;
+  /** The standing calls of each ended (failed or cancelled) node run that has any, by run id. */
+  readonly standingCallsOf: ReadonlyMap<string, readonly StandingCall[]>;
   readonly nowMs: number;
   /** How soon a running workflow run is looked at again without a wake-up (default RECHECK_MS). */
   readonly recheckMs?: number;
@@ -55,6 +74,11 @@ export interface StartNode {
   readonly attempt: number;
   readonly runId: string;
   readonly input: unknown;
+  /**
+   * What the run is told beside its input: the calls of an earlier attempt that stand, when an
+   * operator let the node run again knowing of them.
+   */
+  readonly notice?: string;
 }
 
 export interface WorkflowPlan {
@@ -73,8 +97,49 @@ export interface WorkflowPlan {
 
 /** Without a wake-up (a node run that ended wakes its workflow), a running workflow is looked at this often. */
 export const RECHECK_MS = 30_000;
-/** A retry blocked by an unknown call is looked at again this often, to see whether it was settled. */
-export const UNKNOWN_RECHECK_MS = 2_000;
+/** How many standing calls a reason names before it says how many more there are. */
+const CALLS_NAMED = 5;
+
+/** One standing call as a person reads it: `issue_credit run_1:call_2 completed (ref re_9)`. */
+export function describeStandingCall(call: StandingCall): string {
+  const status = call.conflict
+    ? 'settled failed, then took effect (a conflict)'
+    : call.status === 'started' || call.status === 'indeterminate'
+      ? `unknown (${call.status})`
+      : call.status;
+  const ref = call.resultReference === null ? '' : `, reference ${call.resultReference}`;
+  return `${call.toolName} ${call.idempotencyKey}: ${status}${ref}`;
+}
+
+function describeStandingCalls(calls: readonly StandingCall[]): string {
+  const named = calls.slice(0, CALLS_NAMED).map(describeStandingCall).join('; ');
+  return calls.length > CALLS_NAMED ? `${named}; and ${calls.length - CALLS_NAMED} more` : named;
+}
+
+/**
+ * What a node's next run is told when an operator let it run again although calls of an earlier
+ * attempt stand: a fresh run has new keys, so only the model can avoid repeating them.
+ */
+export function standingNotice(runId: string, calls: readonly StandingCall[]): string {
+  const lines = calls.map((c) => `- ${describeStandingCall(c)}`);
+  return [
+    `Note: an earlier attempt of this task (run ${runId}) failed after making these calls, which took`,
+    'effect or may have. They stand: do not make any of them again unless the task truly needs a second',
+    'one; an operator let this attempt start knowing of them.',
+    ...lines,
+  ].join('\n');
+}
+
+/** The standing calls an operator's `node.retry_allowed` recorded, if any. */
+function allowedDespite(
+  event: WorkflowEvent | undefined,
+): { runId: string; calls: StandingCall[] } | undefined {
+  const detail = event?.detail;
+  if (detail === null || detail === undefined || typeof detail !== 'object' || Array.isArray(detail)) return;
+  const { standingCalls, runId } = detail;
+  if (!Array.isArray(standingCalls) || standingCalls.length === 0 || typeof runId !== 'string') return;
+  return { runId, calls: standingCalls as unknown as StandingCall[] };
+}
 
 /** Which attempts of each node were started, from the events. */
 function attemptsOf(facts: PlanFacts): Map<string, NodeAttempt[]> {
@@ -133,8 +198,19 @@ export function planWorkflow(facts: PlanFacts): WorkflowPlan {
 
   for (const node of workflow.nodes) {
     const tried = attempts.get(node.name) ?? [];
-    const view = (state: NodeState, reason: string | null = null): void => {
-      views.set(node.name, { name: node.name, agent: node.agent, state, attempts: tried, reason });
+    const view = (
+      state: NodeState,
+      reason: string | null = null,
+      standingCalls: readonly StandingCall[] = [],
+    ): void => {
+      views.set(node.name, {
+        name: node.name,
+        agent: node.agent,
+        state,
+        attempts: tried,
+        reason,
+        standingCalls,
+      });
     };
     const needs = node.needs.map((n) => views.get(n)?.state);
     if (has(facts, 'node.skipped', node.name)) {
@@ -210,29 +286,37 @@ export function planWorkflow(facts: PlanFacts): WorkflowPlan {
     }
     const error = errorOf(run);
     const why = `node "${node.name}"'s run ${latest.runId} ${run.status === 'cancelled' ? 'was cancelled' : 'failed'}: ${error.message}`;
+    const standing = facts.standingCallsOf.get(latest.runId) ?? [];
     const next = latest.attempt + 1;
-    const again = (): void => {
+    const again = (notice?: string): void => {
       try {
         const input = node.input === undefined ? facts.input : node.input(context());
-        start.push({ node, attempt: next, runId: nodeRunId(facts.workflowRunId, node.name, next), input });
+        const runId = nodeRunId(facts.workflowRunId, node.name, next);
+        start.push({ node, attempt: next, runId, input, ...(notice === undefined ? {} : { notice }) });
         view('running');
       } catch (cause) {
         threw = threwInfo(`node "${node.name}"'s input`, cause);
         view('failed', threw.message);
       }
     };
-    if (has(facts, 'node.retry_allowed', node.name, next)) {
-      // An operator decided this paused node runs again.
-      again();
+    const allowed = facts.events.find(
+      (e) => e.kind === 'node.retry_allowed' && e.node === node.name && e.attempt === next,
+    );
+    if (allowed !== undefined) {
+      // An operator decided this node runs again, knowing what stands.
+      const despite = allowedDespite(allowed);
+      again(despite === undefined ? undefined : standingNotice(despite.runId, despite.calls));
       continue;
     }
     if (node.recoveryPolicy === 'retry' && run.status === 'failed' && next <= node.maxAttempts) {
-      const unknown = facts.unknownCallsOf.get(latest.runId) ?? [];
-      if (unknown.length > 0) {
-        // A workflow never retries past an unknown call: a fresh run could repeat its effect.
-        const reason = `${why}; its retry waits until its unknown call ${unknown.join(', ')} is settled (a reconcile hook, or an operator's resolve)`;
-        view('retrying', reason);
-        wakeInMs = Math.min(wakeInMs, UNKNOWN_RECHECK_MS);
+      if (standing.length > 0) {
+        // A fresh run has new keys: it would repeat what stands. Only a person may decide that.
+        const reason =
+          `${why}; it is not retried by itself, because calls of that run took effect or may have: ` +
+          `${describeStandingCalls(standing)}. Waiting for an operator to retry the node knowingly, skip it, ` +
+          'or fail the workflow';
+        pause ??= { node: node.name, reason };
+        view('failed', reason, standing);
         continue;
       }
       const dueMs = endedAt(facts, node.name, latest.attempt, run) + backoffBefore(node, next);
@@ -248,9 +332,11 @@ export function planWorkflow(facts: PlanFacts): WorkflowPlan {
       continue;
     }
     if (node.recoveryPolicy === 'pause' && run.status === 'failed') {
-      const reason = `${why}; waiting for an operator to retry the node or fail the workflow`;
+      const stands =
+        standing.length === 0 ? '' : `; calls of that run that stand: ${describeStandingCalls(standing)}`;
+      const reason = `${why}${stands}; waiting for an operator to retry the node, skip it, or fail the workflow`;
       pause ??= { node: node.name, reason };
-      view('failed', reason);
+      view('failed', reason, standing);
       continue;
     }
     const tail =
@@ -258,7 +344,7 @@ export function planWorkflow(facts: PlanFacts): WorkflowPlan {
         ? ` (attempt ${latest.attempt} of ${node.maxAttempts})`
         : '';
     failure ??= { node: node.name, error, reason: `${why}${tail}` };
-    view('failed', `${why}${tail}`);
+    view('failed', `${why}${tail}`, standing);
   }
 
   const nodes = workflow.nodes.map((n) => views.get(n.name) as NodeView);

@@ -50,6 +50,7 @@ describe.each(DIALECTS)('workflow runs over HTTP on %s', (dialect) => {
         state: 'completed',
         reason: null,
         attempts: [{ attempt: 1, run_id: `${id}.a.1`, status: 'completed' }],
+        standing_calls: [],
       },
       {
         name: 'b',
@@ -57,6 +58,7 @@ describe.each(DIALECTS)('workflow runs over HTTP on %s', (dialect) => {
         state: 'running',
         reason: null,
         attempts: [{ attempt: 1, run_id: `${id}.b.1`, status: 'queued' }],
+        standing_calls: [],
       },
     ]);
 
@@ -135,5 +137,32 @@ describe.each(DIALECTS)('workflow runs over HTTP on %s', (dialect) => {
       body: { reason: 'again' },
     });
     expect([again.status, again.body.error.code]).toEqual([409, 'WORKFLOW_ALREADY_FINAL']);
+  });
+
+  it('skips a paused node: it and the nodes needing it are skipped, the workflow goes on; an unknown action is 400', async () => {
+    const id = `review-${dialect}-3`;
+    expect((await start({ workflow: 'review', input: 'to fail', workflow_run_id: id })).status).toBe(201);
+    await h.workflows.advanceDue(100);
+    await failRun(h, `${id}.a.1`);
+    await h.workflows.runEnded(TENANT, `${id}.a.1`);
+    await h.workflows.advanceDue(100);
+    const bad = await h.request('POST', `/v1/workflow-runs/${id}/decide`, {
+      key: h.keys.operator,
+      body: { node: 'a', action: 'ignore', reason: 'x' },
+    });
+    expect(bad.status).toBe(400);
+    const skipped = await h.request('POST', `/v1/workflow-runs/${id}/decide`, {
+      key: h.keys.operator,
+      body: { node: 'a', action: 'skip', reason: 'done by hand' },
+    });
+    expect(skipped.body.status).toBe('running');
+    await h.workflows.advanceDue(100);
+    const done = await h.request('GET', `/v1/workflow-runs/${id}`, { key: h.keys.viewer });
+    expect(done.body.status).toBe('completed');
+    expect((done.body.nodes as { name: string; state: string }[]).map((n) => [n.name, n.state])).toEqual([
+      ['a', 'skipped'],
+      ['b', 'skipped'],
+    ]);
+    expect(await h.store.runs.get(TENANT, `${id}.a.2`)).toBeUndefined();
   });
 });

@@ -5,6 +5,7 @@ import { defineAgent, type Agent } from '../../src/agents/index.js';
 import { scriptedModel, type ScriptStep } from '../../src/models/index.js';
 import type { Runtime } from '../../src/runs/index.js';
 import type { Store } from '../../src/store/index.js';
+import { ToolNotAttemptedError } from '../../src/errors/index.js';
 import { defineTool, external } from '../../src/tools/index.js';
 import { startWorker, type Worker } from '../../src/worker/index.js';
 import { defineWorkflow, WorkflowEngine, type WorkflowRunView } from '../../src/workflows/index.js';
@@ -14,7 +15,8 @@ import { FakeDownstream, issueCredit, lookupOrder } from '../runs/tools.js';
 /*
  * Workflows of agent runs, on both stores, with a real worker loop advancing them: each node's run is
  * started once per attempt under its fixed run id, fan-out and fan-in, conditions, retry (refused at
- * load where it could repeat an effect; blocked by an unknown call), pause for an operator, cancel.
+ * load where an unknown call could not be settled; never past a call that took effect or may have: an
+ * operator decides), pause for an operator, skip, cancel.
  */
 
 const OPERATOR = 'ops-ana';
@@ -284,7 +286,69 @@ describe.each(STORES)('workflows on %s', (_name, open) => {
     expect(Date.parse(second!.at) - Date.parse(ended!.at)).toBeGreaterThanOrEqual(190);
   });
 
-  it("blocks a retry while the failed run's call is unknown, and retries once an operator settles it", async () => {
+  it('never retries past a credit that took effect: the node waits for an operator, who sees the call; a retry knowingly is told of it', async () => {
+    const downstream = new FakeDownstream();
+    const credit = issueCredit(downstream, { reconcile: true });
+    const prompts: string[] = [];
+    const payer = defineAgent({
+      name: `crediter_${newRunId('c')}`,
+      instructions: 'Credit the order.',
+      // A run credits, then keeps calling tools until max_steps fails it; a run told that the credit
+      // stands answers without crediting.
+      model: scriptedModel((prompt, turn) => {
+        const text = lastUserText(prompt);
+        if (turn === 0) prompts.push(text);
+        return text.includes('They stand')
+          ? { text: 'the credit already stands' }
+          : { toolCalls: [{ toolName: 'issue_credit', input: { accountId: 'acct_9', amountCents: 2500 } }] };
+      }),
+      tools: [credit.tool],
+      maxSteps: 1,
+    });
+    const { engine } = engineWith(
+      [payer],
+      [
+        {
+          name: 'payout',
+          nodes: { pay: { agent: payer.name, recoveryPolicy: 'retry', maxAttempts: 3, backoffMs: 0 } },
+        },
+      ],
+    );
+    const id = newRunId('wf');
+    await engine.start({ tenantId: TENANT, workflow: 'payout', input: 'credit acct_9', workflowRunId: id });
+    const waiting = await until(engine, id, (w) => w.status === 'awaiting_operator');
+    const [credited] = await store.ledger.list(TENANT, { runId: `${id}.pay.1`, limit: 5 });
+    expect(credited?.status).toBe('completed');
+    expect(waiting.nodes[0]).toMatchObject({
+      state: 'failed',
+      standingCalls: [
+        { idempotencyKey: credited!.idempotencyKey, toolName: 'issue_credit', status: 'completed' },
+      ],
+    });
+    expect(waiting.statusReason).toContain(`issue_credit ${credited!.idempotencyKey}: completed`);
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    expect(await store.runs.get(TENANT, `${id}.pay.2`)).toBeUndefined(); // no retry by itself
+    expect(Object.values(downstream.effects())).toEqual([1]);
+
+    await engine.decide(TENANT, id, {
+      node: 'pay',
+      action: 'retry',
+      reason: 'checked the books: the credit stands, the summary is still owed',
+      actorId: OPERATOR,
+    });
+    const done = await until(engine, id, (w) => w.status === 'completed');
+    expect(done.nodes[0]?.attempts.map((a) => a.run?.status)).toEqual(['failed', 'completed']);
+    expect(prompts[1]).toContain('credit acct_9');
+    expect(prompts[1]).toContain(`issue_credit ${credited!.idempotencyKey}: completed`);
+    const allowed = (await engine.events(TENANT, id)).find((e) => e.kind === 'node.retry_allowed');
+    expect(allowed).toMatchObject({
+      attempt: 2,
+      detail: { by: OPERATOR, runId: `${id}.pay.1`, standingCalls: [{ toolName: 'issue_credit' }] },
+    });
+    expect(Object.values(downstream.effects())).toEqual([1]); // one credit in the books
+  });
+
+  it("stops for an operator while the failed run's call is unknown, and still after an operator settles it completed; skip goes on", async () => {
     let executions = 0;
     const hanging = defineTool({
       name: 'send_payout',
@@ -311,7 +375,89 @@ describe.each(STORES)('workflows on %s', (_name, open) => {
       tools: [hanging],
       toolPolicy: { onIndeterminate: 'fail' },
     });
+    const after = echoAgent(`after_${newRunId('a')}`);
     const { runtime, engine } = engineWith(
+      [payer, after],
+      [
+        {
+          name: 'payout',
+          nodes: {
+            pay: { agent: payer.name, recoveryPolicy: 'retry', maxAttempts: 2, backoffMs: 0 },
+            after: { agent: after.name, needs: ['pay'] },
+          },
+        },
+      ],
+    );
+    const id = newRunId('wf');
+    await engine.start({ tenantId: TENANT, workflow: 'payout', input: 'go', workflowRunId: id });
+    const blocked = await until(engine, id, (w) => w.status === 'awaiting_operator');
+    const [unknown] = await store.ledger.list(TENANT, { runId: `${id}.pay.1`, limit: 5 });
+    expect(unknown?.status).toBe('indeterminate');
+    expect(blocked.nodes[0]?.standingCalls.map((c) => [c.idempotencyKey, c.status])).toEqual([
+      [unknown!.idempotencyKey, 'indeterminate'],
+    ]);
+    expect(blocked.nodes[0]?.reason).toContain('unknown (indeterminate)');
+
+    // The payout took effect, says the operator: the node still waits, no fresh run pays again.
+    await runtime.resolve({
+      tenantId: TENANT,
+      idempotencyKey: unknown!.idempotencyKey,
+      status: 'completed',
+      resultReference: 'po_77',
+      reason: 'the payout service shows po_77',
+      actorId: OPERATOR,
+    });
+    const settled = await until(engine, id, (w) => w.nodes[0]?.standingCalls[0]?.status === 'completed');
+    expect(settled.status).toBe('awaiting_operator');
+    expect(settled.nodes[0]?.standingCalls[0]?.resultReference).toBe('po_77');
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    expect(await store.runs.get(TENANT, `${id}.pay.2`)).toBeUndefined();
+    expect(executions).toBe(1);
+
+    await engine.decide(TENANT, id, {
+      node: 'pay',
+      action: 'skip',
+      reason: 'paid as po_77',
+      actorId: OPERATOR,
+    });
+    const done = await until(engine, id, (w) => w.status === 'completed');
+    expect(done.nodes.map((n) => [n.name, n.state])).toEqual([
+      ['pay', 'skipped'],
+      ['after', 'skipped'],
+    ]);
+    expect(await store.runs.get(TENANT, `${id}.pay.2`)).toBeUndefined();
+    expect(executions).toBe(1);
+  });
+
+  it('retries by itself when every write of the failed run is known not to have taken effect', async () => {
+    let runsStarted = 0;
+    let executions = 0;
+    const refusing = defineTool({
+      name: 'send_payout',
+      description: 'Send a payout',
+      input: z.object({ amountCents: z.number() }),
+      effect: external(),
+      reconcile: () => ({ status: 'unknown' }),
+      execute: () => {
+        executions += 1;
+        throw new ToolNotAttemptedError('the payout token expired');
+      },
+    });
+    const payer = defineAgent({
+      name: `payer_${newRunId('n')}`,
+      instructions: 'Pay.',
+      // Its first run's payout is refused before it is sent, then max_steps fails the run; the next
+      // run answers.
+      model: scriptedModel((_p, turn) => {
+        if (turn === 0) runsStarted += 1;
+        return runsStarted === 1
+          ? { toolCalls: [{ toolName: 'send_payout', input: { amountCents: 100 } }] }
+          : { text: 'nothing to pay' };
+      }),
+      tools: [refusing],
+      maxSteps: 1,
+    });
+    const { engine } = engineWith(
       [payer],
       [
         {
@@ -322,25 +468,13 @@ describe.each(STORES)('workflows on %s', (_name, open) => {
     );
     const id = newRunId('wf');
     await engine.start({ tenantId: TENANT, workflow: 'payout', input: 'go', workflowRunId: id });
-    const blocked = await until(engine, id, (w) => w.nodes[0]?.state === 'retrying');
-    expect(blocked.nodes[0]?.reason).toMatch(/waits until its unknown call .* is settled/);
-    const [unknown] = await store.ledger.list(TENANT, { runId: `${id}.pay.1`, limit: 5 });
-    expect(unknown?.status).toBe('indeterminate');
-    await new Promise((resolve) => setTimeout(resolve, 300));
-    expect(await store.runs.get(TENANT, `${id}.pay.2`)).toBeUndefined(); // no retry past an unknown call
-
-    await runtime.resolve({
-      tenantId: TENANT,
-      idempotencyKey: unknown!.idempotencyKey,
-      status: 'failed',
-      reason: 'the payout service has no such payout',
-      actorId: OPERATOR,
-    });
-    const done = await until(engine, id, (w) => w.status === 'completed');
+    const done = await until(engine, id, (w) => w.status !== 'running');
+    expect(done.status).toBe('completed');
+    const first = await store.ledger.list(TENANT, { runId: `${id}.pay.1`, limit: 5 });
+    expect(first.map((r) => r.status)).toEqual(['failed']);
     expect(done.nodes[0]?.attempts.map((a) => a.run?.status)).toEqual(['failed', 'completed']);
-    const [second] = await store.ledger.list(TENANT, { runId: `${id}.pay.2`, limit: 5 });
-    expect(second?.idempotencyKey).not.toBe(unknown!.idempotencyKey);
-    expect(executions).toBe(2);
+    expect(done.nodes[0]?.standingCalls).toEqual([]);
+    expect(executions).toBe(1);
   });
 
   it('pauses on a failed node with recovery_policy pause, and an operator retries it', async () => {
@@ -435,6 +569,50 @@ describe.each(STORES)('workflows on %s', (_name, open) => {
       'WORKFLOW_ALREADY_FINAL',
     );
     expect((await store.runs.get(TENANT, `${half}.ask.1`))?.status).toBe('cancelled');
+  });
+
+  it('keeps a wake-up that came while the workflow run was claimed: its next look is at once, not after the recheck', async () => {
+    const id = newRunId('wf');
+    await store.workflows.create({
+      tenantId: TENANT,
+      workflowRunId: id,
+      workflow: 'any',
+      input: 'go',
+      inputDigest: 'd',
+    });
+    const claimed = (await store.workflows.claimDue('first', 10_000, 100)).find(
+      (w) => w.workflowRunId === id,
+    );
+    expect(claimed).toBeDefined();
+    // A node run ends while the claim's holder plans from what it read before: it wakes the run.
+    await store.workflows.wake(TENANT, id);
+    const written = await store.workflows.advance({
+      tenantId: TENANT,
+      workflowRunId: id,
+      epoch: claimed!.leaseEpoch,
+      events: [],
+      status: 'running',
+      statusReason: 'waiting for a node',
+      wakeInMs: 30_000,
+    });
+    expect(written).toBe(true);
+    const again = await store.workflows.claimDue('second', 10_000, 100);
+    expect(again.map((w) => w.workflowRunId)).toContain(id);
+
+    // Without a wake-up, the advance's own time stands.
+    const quiet = again.find((w) => w.workflowRunId === id)!;
+    await store.workflows.advance({
+      tenantId: TENANT,
+      workflowRunId: id,
+      epoch: quiet.leaseEpoch,
+      events: [],
+      status: 'running',
+      statusReason: 'waiting for a node',
+      wakeInMs: 30_000,
+    });
+    expect((await store.workflows.claimDue('third', 10_000, 100)).map((w) => w.workflowRunId)).not.toContain(
+      id,
+    );
   });
 
   it('refuses the bookkeeping of a stale claim: a node run is started once however many processes advance', async () => {

@@ -46,6 +46,13 @@ export function toWorkflowRun(w: WorkflowRunRecord | WorkflowRunView): z.infer<t
               run_id: a.runId,
               status: a.run?.status ?? null,
             })),
+            standing_calls: n.standingCalls.map((c) => ({
+              idempotency_key: c.idempotencyKey,
+              tool_name: c.toolName,
+              status: c.status,
+              conflict: c.conflict,
+              result_reference: c.resultReference,
+            })),
           })),
         }
       : {}),
@@ -173,10 +180,13 @@ export function workflowRoutes(app: ApiApp, ctx: ApiContext): void {
     {
       config: { role: 'operator' },
       schema: {
-        summary: 'Decide for a workflow run waiting on a paused node: retry the node, or fail the workflow',
+        summary:
+          'Decide for a workflow run waiting on a paused node: retry or skip the node, or fail the workflow',
         description:
           'Only for a workflow run in awaiting_operator, and the node it waits on; anything else answers ' +
-          "409 WORKFLOW_NOT_PAUSED. retry starts the node's next attempt: a fresh run with new keys.",
+          "409 WORKFLOW_NOT_PAUSED. retry starts the node's next attempt: a fresh run with new keys, told of " +
+          "the calls of the failed run that stand (the node's standing_calls, recorded with the decision); " +
+          'skip skips the node and the nodes needing it, and the workflow goes on.',
         tags,
         security: BEARER,
         params,

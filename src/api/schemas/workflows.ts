@@ -1,6 +1,7 @@
 import { z } from 'zod/v4';
 import { WORKFLOW_STATUSES } from '../../store/workflow-store.js';
 import { WORKFLOW_RUN_ID } from '../../workflows/define-workflow.js';
+import { WORKFLOW_DECISIONS } from '../../workflows/engine.js';
 import {
   anyJsonSchema,
   cursorSchema,
@@ -30,6 +31,20 @@ export const workflowNodeSchema = z
         status: z.string().nullable().describe("The run's status; null if it cannot be read"),
       }),
     ),
+    standing_calls: z
+      .array(
+        z.object({
+          idempotency_key: z.string(),
+          tool_name: z.string(),
+          status: z.string(),
+          conflict: z.boolean().describe('Settled failed, then an effect landed'),
+          result_reference: z.string().nullable(),
+        }),
+      )
+      .describe(
+        "When its latest run failed or was cancelled: that run's non-read calls that took effect or may have " +
+          '(a fresh run has new keys and could repeat them)',
+      ),
   })
   .meta({ id: 'WorkflowNode' });
 
@@ -72,8 +87,11 @@ export const cancelWorkflowBody = z.strictObject({ reason: reasonSchema });
 export const decideWorkflowBody = z.strictObject({
   node: z.string().min(1).max(24),
   action: z
-    .enum(['retry', 'fail'])
-    .describe('retry: start the node again (a fresh run, new keys); fail: end the workflow run'),
+    .enum(WORKFLOW_DECISIONS)
+    .describe(
+      "retry: start the node again (a fresh run, new keys, told of the failed run's standing calls); " +
+        'skip: skip the node (and the nodes needing it) and go on; fail: end the workflow run',
+    ),
   reason: reasonSchema,
 });
 
