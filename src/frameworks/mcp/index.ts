@@ -1,12 +1,16 @@
 export {
   mcpTools,
   effectOfAnnotations,
-  MCP_KEY_META,
-  MCP_KEY_ARGUMENT,
-  MCP_NOT_APPLIED_META,
   type McpClientLike,
   type McpToolInfo,
   type McpToolAnnotations,
-  type McpCallResult,
   type McpToolsOptions,
 } from './mcp-tools.js';
+export {
+  MCP_KEY_META,
+  MCP_KEY_ARGUMENT,
+  MCP_NOT_APPLIED_META,
+  MCP_OUTPUT_MISMATCH_NOTE,
+  type McpCallResult,
+  type McpCallParams,
+} from './mcp-call.js';

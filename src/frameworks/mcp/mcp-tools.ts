@@ -1,4 +1,4 @@
-import { OncelyError, ToolNotAttemptedError } from '../../errors/index.js';
+import { OncelyError } from '../../errors/index.js';
 import {
   defineTool,
   destructive,
@@ -8,22 +8,16 @@ import {
   type JsonSchemaObject,
   type ReconcileHook,
   type Tool,
-  type ToolContext,
 } from '../../tools/index.js';
+import { MCP_KEY_ARGUMENT, callMcpTool, outputCheckOf, type McpRequester } from './mcp-call.js';
 
 /*
  * An MCP client's tools as oncely tools: each call reserved in the ledger before it is sent, keyed
  * `<run_id>:<tool_call_id>`, the key sent to the server in the request's `_meta`. Only the shape of
- * the client is assumed (`listTools`, `callTool` of @modelcontextprotocol/sdk's Client), so any
- * transport the application connects (stdio, streamable HTTP) works.
+ * the client is assumed (`listTools`, `request` and `transport` of @modelcontextprotocol/sdk's
+ * Client), so any transport the application connects (stdio, streamable HTTP) works. What a call's
+ * answer and errors become is in mcp-call.ts.
  */
-
-/** Where the key travels in a `tools/call` request's `_meta`. */
-export const MCP_KEY_META = 'oncely/idempotencyKey';
-/** A server that wants the key as an argument declares this property; oncely fills it, the model never sees it. */
-export const MCP_KEY_ARGUMENT = 'idempotency_key';
-/** An error result whose `_meta` carries this as true says nothing was applied: the call is `failed`, not unknown. */
-export const MCP_NOT_APPLIED_META = 'oncely/notApplied';
 
 export interface McpToolAnnotations {
   readonly title?: string;
@@ -38,25 +32,14 @@ export interface McpToolInfo {
   readonly title?: string;
   readonly description?: string;
   readonly inputSchema: { readonly type: 'object'; readonly [keyword: string]: unknown };
+  /** Checked by oncely, not by the SDK client: a result that breaks it still took effect. */
+  readonly outputSchema?: { readonly type: 'object'; readonly [keyword: string]: unknown };
   readonly annotations?: McpToolAnnotations;
 }
 
-export interface McpCallResult {
-  readonly content?: readonly unknown[];
-  readonly structuredContent?: unknown;
-  readonly isError?: boolean;
-  readonly _meta?: Record<string, unknown>;
-  readonly [key: string]: unknown;
-}
-
 /** What oncely needs of an MCP client (`Client` of @modelcontextprotocol/sdk has it). */
-export interface McpClientLike {
+export interface McpClientLike extends McpRequester {
   listTools(params?: { cursor?: string }): Promise<{ tools: McpToolInfo[]; nextCursor?: string }>;
-  callTool(
-    params: { name: string; arguments?: Record<string, unknown>; _meta?: Record<string, unknown> },
-    resultSchema?: undefined,
-    options?: { signal?: AbortSignal; timeout?: number },
-  ): Promise<McpCallResult>;
 }
 
 export interface McpToolsOptions {
@@ -123,6 +106,7 @@ function mcpTool(client: McpClientLike, info: McpToolInfo, options: McpToolsOpti
   const takesKey = isObject(info.inputSchema.properties) && MCP_KEY_ARGUMENT in info.inputSchema.properties;
   const timeoutMs = options.timeoutMs ?? 30_000;
   const reconcile = options.reconcile?.[info.name];
+  const output = outputCheckOf(info.name, info.outputSchema);
   return defineTool({
     name: `${options.prefix ?? ''}${info.name}`,
     description: info.description ?? info.title ?? info.annotations?.title ?? info.name,
@@ -130,52 +114,8 @@ function mcpTool(client: McpClientLike, info: McpToolInfo, options: McpToolsOpti
     effect: options.effects?.[info.name] ?? effectOfAnnotations(info.annotations),
     timeoutMs,
     ...(reconcile === undefined ? {} : { reconcile }),
-    execute: (args, ctx) => callMcpTool(client, info.name, args, ctx, { takesKey, timeoutMs }),
+    execute: (args, ctx) => callMcpTool(client, info.name, args, ctx, { takesKey, timeoutMs, output }),
   });
-}
-
-async function callMcpTool(
-  client: McpClientLike,
-  name: string,
-  args: Record<string, unknown>,
-  ctx: ToolContext,
-  how: { takesKey: boolean; timeoutMs: number },
-): Promise<unknown> {
-  let result: McpCallResult;
-  try {
-    result = await client.callTool(
-      {
-        name,
-        arguments: how.takesKey ? { ...args, [MCP_KEY_ARGUMENT]: ctx.idempotencyKey } : args,
-        _meta: { [MCP_KEY_META]: ctx.idempotencyKey },
-      },
-      undefined,
-      // oncely's own timeout aborts the signal first; the client's is a backstop past it.
-      { signal: ctx.signal, timeout: how.timeoutMs + 5_000 },
-    );
-  } catch (error) {
-    if (refusedBeforeRunning(error)) {
-      throw new ToolNotAttemptedError(
-        `the MCP server refused the call before running it: ${messageOf(error)}`,
-      );
-    }
-    throw error; // a lost connection, a timeout, a server error: unknown, as for any write
-  }
-  if (result.isError === true) {
-    const text = textOf(result) || 'the tool reported an error';
-    // The server ran the tool and says it failed; only it can say that nothing was applied.
-    if (result._meta?.[MCP_NOT_APPLIED_META] === true) throw new ToolNotAttemptedError(text);
-    throw new Error(`the MCP tool "${name}" reported an error: ${text}`);
-  }
-  return result.structuredContent ?? { content: result.content ?? [] };
-}
-
-/** JSON-RPC errors that mean the request was refused as made (no such tool, bad parameters). */
-const REFUSED_CODES = new Set([-32601, -32602]);
-
-function refusedBeforeRunning(error: unknown): boolean {
-  const code = (error as { code?: unknown } | null)?.code;
-  return typeof code === 'number' && REFUSED_CODES.has(code);
 }
 
 function withoutKeyArgument(schema: McpToolInfo['inputSchema']): JsonSchemaObject {
@@ -185,16 +125,6 @@ function withoutKeyArgument(schema: McpToolInfo['inputSchema']): JsonSchemaObjec
     ? (schema.required as string[]).filter((r) => r !== MCP_KEY_ARGUMENT)
     : undefined;
   return { ...schema, properties, ...(required === undefined ? {} : { required }) };
-}
-
-function textOf(result: McpCallResult): string {
-  return (result.content ?? [])
-    .flatMap((c) => (isObject(c) && c.type === 'text' && typeof c.text === 'string' ? [c.text] : []))
-    .join('\n');
-}
-
-function messageOf(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
 }
 
 function isObject(v: unknown): v is Record<string, unknown> {
