@@ -9,6 +9,8 @@ interface DbFlags {
   databaseUrl?: string;
   tenant: string;
   json?: boolean;
+  /** `keys create --create`: a missing SQLite database is made (a first run); else STORE_NOT_FOUND. */
+  create?: boolean;
 }
 
 const DATABASE_FLAG = [
@@ -37,6 +39,7 @@ function createCommand(): Command {
       new Option('--role <role>', 'viewer, operator or admin').choices(API_KEY_ROLES).makeOptionMandatory(),
     )
     .option(...DATABASE_FLAG)
+    .option('--create', 'create the SQLite database if there is none (a first run; else STORE_NOT_FOUND)')
     .option('--json', 'print the key and its record as JSON')
     .action(async (flags: DbFlags & { actor: string; role: ApiKeyRole }) => {
       await withStore(flags, async (store) => {
@@ -112,11 +115,16 @@ function revokeCommand(): Command {
     });
 }
 
+/**
+ * Opens the database the flags name. A missing SQLite file, or one with no oncely schema, is refused
+ * (`STORE_NOT_FOUND`) unless `--create`: a key written into a fresh file would start a new, empty
+ * ledger that `serve` could then be pointed at, forgetting every call that took effect.
+ */
 async function withStore(
-  flags: { databaseUrl?: string },
+  flags: { databaseUrl?: string; create?: boolean },
   fn: (store: Store) => Promise<void>,
 ): Promise<void> {
-  const store = await openStore(databaseUrl(flags.databaseUrl));
+  const store = await openStore(databaseUrl(flags.databaseUrl), { create: flags.create === true });
   try {
     await fn(store);
   } finally {

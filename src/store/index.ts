@@ -16,6 +16,7 @@ export type {
 export {
   openStore,
   connectStore,
+  assertLedgerExists,
   timeoutsFromEnv,
   DEFAULT_DATABASE_URL,
   type OpenStoreOptions,

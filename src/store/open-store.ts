@@ -2,7 +2,7 @@ import { resolve } from 'node:path';
 import { OncelyError } from '../errors/index.js';
 import { assertSchemaCurrent } from './migrations.js';
 import type { GroupCommitSettings, PostgresTimeouts } from './postgres/index.js';
-import type { Store } from './store.js';
+import type { SchemaState, Store } from './store.js';
 
 export const DEFAULT_DATABASE_URL = 'sqlite:.oncely/oncely.db';
 
@@ -32,10 +32,11 @@ export interface OpenStoreOptions {
    */
   readonly postgresPoolSize?: number;
   /**
-   * SQLite only: create the database when there is none at the path (default true). A deployment
-   * whose database must already exist passes `false` (`oncely serve` and `oncely worker` do, unless
-   * `--create`): a missing file, or one without an oncely schema, is refused with `STORE_NOT_FOUND`
-   * instead of starting over on an empty ledger.
+   * SQLite only: create the database when there is none at the path (default true, so an embedded
+   * ledger is one line). A deployment whose database must already exist passes `false` (every
+   * `oncely` command that opens a user's database does, unless given `--create`): a missing file, or
+   * one without an oncely schema, is refused with `STORE_NOT_FOUND` instead of starting over on an
+   * empty ledger.
    */
   readonly create?: boolean;
 }
@@ -55,13 +56,7 @@ export async function openStore(
   try {
     // Reading the schema needs no lock; only a schema that needs migrating takes the write lock.
     const state = await store.schemaState();
-    if (store.dialect === 'sqlite' && options.create === false && state.version === 0) {
-      throw new OncelyError(
-        'STORE_NOT_FOUND',
-        `${url} holds no oncely ledger; if this is the first run, create it with ` +
-          `\`oncely migrate --database-url ${url}\` (or pass --create), otherwise restore it from a backup`,
-      );
-    }
+    if (options.create === false) assertLedgerExists(store, url, state);
     if (state.state === 'outdated' && (options.migrate ?? store.dialect === 'sqlite')) await store.migrate();
     else assertSchemaCurrent(state);
     return store;
@@ -69,6 +64,20 @@ export async function openStore(
     await store.close();
     throw error;
   }
+}
+
+/**
+ * Refuses a SQLite file that holds no oncely schema (`STORE_NOT_FOUND`) where a missing database is
+ * not to be created: such a file is not a ledger to go on with, and making one in it would start over.
+ */
+export function assertLedgerExists(store: Store, url: string, state: SchemaState): void {
+  if (store.dialect !== 'sqlite' || state.version !== 0) return;
+  throw new OncelyError(
+    'STORE_NOT_FOUND',
+    `${url} holds no oncely ledger; if this is the first run, create it with ` +
+      `\`oncely migrate --create --database-url ${url}\` (\`serve\`, \`worker\` and \`keys create\` also ` +
+      'take --create), otherwise restore it from a backup (starting over would forget calls that took effect)',
+  );
 }
 
 /** Connects without touching or checking the schema (for `oncely migrate`). Prefer `openStore`. */

@@ -342,6 +342,27 @@ describe('a tools module that cannot be loaded is a one-line CONFIG_INVALID', ()
     expect(ran.stderr).toContain('ONCELY_TOOLS_IMPORT_TIMEOUT_MS');
   });
 
+  it('a top-level await that never settles while it holds a socket open: refused, and the process exits', async () => {
+    const dir = tempDir('tla_socket');
+    // A connection made at top level to a server that never answers: the socket keeps the event loop
+    // alive, so the refused start must still end the process.
+    const body = [
+      "import { connect, createServer } from 'node:net';",
+      'const server = createServer(() => undefined);',
+      "await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));",
+      "const socket = connect(server.address().port, '127.0.0.1');",
+      "await new Promise((resolve) => socket.once('data', resolve));",
+      'export const x = 1;',
+      '',
+    ].join('\n');
+    const config = configIn(dir, './tools.mjs', body);
+    const ran = await worker(['-c', config], { ONCELY_TOOLS_IMPORT_TIMEOUT_MS: '300' });
+    expect(ran.code, ran.stderr).toBe(1);
+    expect(ran.ms).toBeLessThan(10_000);
+    expect(ran.stderr).toMatch(/^oncely: CONFIG_INVALID: /);
+    expect(ran.stderr).toContain(`${join(dir, 'tools.mjs')}: it did not finish importing within 300 ms`);
+  });
+
   it('a module that throws on import: its message on one line, no stack', async () => {
     const ran = await worker(['-c', fixture('throws.yaml')]);
     expect(ran.code, ran.stderr).toBe(1);

@@ -121,7 +121,12 @@ describe('oncely serve', () => {
     const file = tempSqlitePath('serve_no_worker');
     cleanups.push(() => Promise.resolve(file.cleanup()));
     const url = `sqlite:${file.path}`;
-    const key = await createKey(url, 'operator');
+    // A first run: the key's --create makes the database that serve then opens.
+    const key = await createKeyWithCli(
+      url,
+      { tenant: 'acme', actor: 'ops-e2e', role: 'operator' },
+      { create: true },
+    );
     const { proc, base } = await serve(url, ['--no-worker']);
     cleanups.push(() => proc.kill());
     const headers = { authorization: `Bearer ${key}`, 'content-type': 'application/json' };

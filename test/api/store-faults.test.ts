@@ -259,7 +259,7 @@ describe('store faults, answered honestly', () => {
     const file = tempSqlitePath('cli_locked');
     cleanups.push(() => file.cleanup());
     const url = `sqlite:${file.path}`;
-    await createKeyWithCli(url, { tenant: TENANT, actor: 'ops', role: 'viewer' });
+    await createKeyWithCli(url, { tenant: TENANT, actor: 'ops', role: 'viewer' }, { create: true });
     const holder = await holdWriteLock(file.path, 20_000);
     cleanups.push(() => {
       holder.child.kill('SIGKILL');

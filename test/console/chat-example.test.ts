@@ -65,7 +65,7 @@ describe.runIf(hasChromium).each(['sqlite', 'postgres'] as const)('the chat exam
       url = db.url;
       drop = () => db.drop();
     }
-    const migrate = new OncelyProcess(['migrate', '--database-url', url], {});
+    const migrate = new OncelyProcess(['migrate', '--create', '--database-url', url], {});
     expect((await migrate.exit(30_000)).code, migrate.stderr).toBe(0);
     serve = new OncelyProcess(
       ['serve', '--config', CONFIG, '--database-url', url, '--port', '0', '--poll-ms', '100'],

@@ -46,7 +46,7 @@ async function serve(kind: 'sqlite' | 'postgres'): Promise<Served> {
     url = db.url;
     drop = () => db.drop();
   }
-  const migrate = new OncelyProcess(['migrate', '--database-url', url], {});
+  const migrate = new OncelyProcess(['migrate', '--create', '--database-url', url], {});
   expect((await migrate.exit(30_000)).code, migrate.stderr).toBe(0);
   const proc = new OncelyProcess(
     ['serve', '--config', CONFIG, '--database-url', url, '--port', '0', '--poll-ms', '100'],

@@ -105,10 +105,14 @@ export function servingAddress(proc: OncelyProcess): Promise<string> {
   );
 }
 
-/** `oncely keys create` on the database (creating a SQLite file if need be); the key it printed. */
+/**
+ * `oncely keys create` on the database; the key it printed. With `create`, a missing SQLite file is
+ * made (`--create`); without it the database must exist.
+ */
 export async function createKeyWithCli(
   databaseUrl: string,
   key: { tenant: string; actor: string; role: string },
+  options: { create?: boolean } = {},
 ): Promise<string> {
   const proc = new OncelyProcess(
     [
@@ -122,6 +126,7 @@ export async function createKeyWithCli(
       key.role,
       '--database-url',
       databaseUrl,
+      ...(options.create === true ? ['--create'] : []),
     ],
     {},
   );

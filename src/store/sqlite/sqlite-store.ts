@@ -333,7 +333,8 @@ function notFound(path: string): OncelyError {
   return new OncelyError(
     'STORE_NOT_FOUND',
     `there is no database at ${path}; if this is the first run, create it with ` +
-      `\`oncely migrate --database-url sqlite:${path}\` (or pass --create), otherwise restore it from a backup`,
+      `\`oncely migrate --create --database-url sqlite:${path}\` (\`serve\`, \`worker\` and \`keys create\` ` +
+      'also take --create), otherwise restore it from a backup (starting over would forget calls that took effect)',
     { details: { path } },
   );
 }
