@@ -98,7 +98,7 @@ export async function executeToolCalls(
   const settled = new Array<PromiseSettledResult<CallProgress>>(prepared.length);
   const index = new Map(prepared.map((call, i) => [call, i]));
   // Calls of a tool with a cluster-wide limit wait for a slot before they are reserved (in waves).
-  await inToolSlots(ledger, prepared, signal, async (wave) => {
+  const slotted = inToolSlots(ledger, prepared, signal, async (wave) => {
     const consume = allToConsume.filter((c) => wave.includes(c));
     const reservations =
       consume.length === 0
@@ -127,13 +127,21 @@ export async function executeToolCalls(
       answers.set(call, result.status === 'fulfilled' ? result.value : undefined);
     });
     return answers;
-  }).finally(release);
-  // Every call has finished; their outcomes are recorded together before one call's error is thrown.
+  });
+  // Waiting for a slot may end the batch (an abort, a store error) after earlier waves ran: what
+  // those calls came to is still recorded first, or a call that completed would stay `started`.
+  const stopped = await slotted.then(
+    () => undefined,
+    (error: unknown) => ({ reason: error }),
+  );
+  release();
+  // Every call run has finished; their outcomes are recorded together before an error is thrown.
   const progress = settled.flatMap((s) => (s.status === 'fulfilled' ? [s.value] : []));
   const written = await recordExecuted(
     ledger,
     progress.filter((p): p is Executed => p.kind === 'executed'),
   );
+  if (stopped !== undefined) throw stopped.reason;
   const failure = settled.find((s): s is PromiseRejectedResult => s.status === 'rejected');
   if (failure !== undefined) throw failure.reason;
   return progress.map((p) => (p.kind === 'settled' ? p.outcome : executedOutcome(p, written.get(p)!)));

@@ -17,6 +17,7 @@ export {
 } from './execute-tool-call.js';
 export { prepareCall, assertBatch, type PreparedCall } from './prepare.js';
 export { inToolSlots } from './tool-slots.js';
+export { ringToolSlots } from './slot-bell.js';
 export { outcomeTransition, recordOutcome, reported } from './record-outcome.js';
 export { assertActorId, operatorReason, REASON_MAX } from './operator-input.js';
 export { reconcileHookOf, reconcileRecord, reportLoss, stillRunning } from './settlement.js';

@@ -1,12 +1,19 @@
 import { randomUUID } from 'node:crypto';
-import { setTimeout as sleep } from 'node:timers/promises';
+import { errorInfo } from '../errors/index.js';
 import type { Tool } from '../tools/index.js';
 import type { CallProgress } from './execute-tool-call.js';
 import type { Ledger } from './ledger.js';
+import { slotBell, type SlotBell } from './slot-bell.js';
 
-/** The first wait for a slot of a full tool, doubling up to the last. */
+/**
+ * The first look again for a slot of a full tool when no release is heard, doubling up to the last.
+ * A release wakes a waiter at once (in this process directly, from another through a wake-up); this
+ * timer is only the fallback for a release nobody told us of (an expired lease, a lost wake-up).
+ */
 const FIRST_WAIT_MS = 20;
 const MAX_WAIT_MS = 500;
+
+type Progress = CallProgress | 'not-run' | undefined;
 
 /** A slot of a limited tool held for one call: its lease renewed while held. */
 class HeldSlot {
@@ -15,6 +22,7 @@ class HeldSlot {
 
   constructor(
     private readonly ledger: Ledger,
+    private readonly bell: SlotBell,
     private readonly tool: Tool,
     private readonly slot: number,
     private readonly holder: string,
@@ -32,10 +40,12 @@ class HeldSlot {
   }
 
   /**
-   * Lets go of the slot once the call is over: free at once when its outcome is known; held until its
-   * attempt can no longer land when it is not (its request may still reach the downstream).
+   * Lets go of the slot once the call is over: free at once when its outcome is known (or it never
+   * ran); held until its attempt can no longer land when it is not (its request may still reach the
+   * downstream). Never throws: a release that fails is logged, and the slot comes back when its
+   * lease expires (its renewals have stopped).
    */
-  async release(progress: CallProgress | 'not-run' | undefined): Promise<void> {
+  async release(progress: Progress): Promise<void> {
     clearInterval(this.#timer);
     await this.#renewing;
     const known =
@@ -43,65 +53,93 @@ class HeldSlot {
       progress?.kind === 'settled' ||
       (progress?.kind === 'executed' && progress.attempt.kind !== 'indeterminate');
     const heldForMs = known ? 0 : this.tool.timeoutMs + this.ledger.landingMarginMs;
-    await this.ledger.store.toolSlots
-      .release(this.tool.name, this.slot, this.holder, heldForMs)
-      .catch(() => undefined); // unreleased, the slot comes back when its lease expires
+    try {
+      await this.ledger.store.toolSlots.release(this.tool.name, this.slot, this.holder, heldForMs);
+    } catch (error) {
+      this.ledger.log.error(
+        { tool: this.tool.name, slot: this.slot, holder: this.holder, err: errorInfo(error) },
+        `could not release slot ${this.slot} of tool ${this.tool.name}; it comes back when its lease ` +
+          `expires (runtime.tool_slot_lease_ms: ${this.ledger.toolSlotLeaseMs} ms)`,
+      );
+      return;
+    }
+    if (known) this.bell.ring(this.tool.name);
   }
 }
 
 /**
  * Runs calls with the cluster-wide limits of their tools (`concurrency`): in waves, each wave the
  * calls of tools without a limit and those that got a slot now; a call whose tool's slots are all
- * taken waits (20 ms doubling to 0.5 s) for a later wave. Nothing of a waiting call is written: it
- * is reserved only in its wave, so while it waits nothing is sent and nothing is unknown. Each slot
- * is held until its call's outcome is known (see `HeldSlot.release`). `runWave` answers what became
- * of each call of its wave: a call it did not run (`not-run`) frees its slot at once, one whose
- * outcome it does not know (undefined, or every call when it throws) keeps it until it cannot land.
+ * taken waits for a later wave, woken when a slot is freed (or, if no release is heard, after 20 ms
+ * doubling to 0.5 s). Nothing of a waiting call is written: it is reserved only in its wave, so while
+ * it waits nothing is sent and nothing is unknown. Each slot is held until its call's outcome is
+ * known (see `HeldSlot.release`). `runWave` answers what became of each call of its wave: a call it
+ * did not run (`not-run`) frees its slot at once, one whose outcome it does not know (undefined, or
+ * every call when it throws) keeps it until it cannot land. Whatever throws (taking a slot, the wave,
+ * an abort of `signal` while waiting), every slot taken is let go and its renewals stopped.
  */
 export async function inToolSlots<C extends { readonly tool: Tool }>(
   ledger: Ledger,
   calls: readonly C[],
   signal: AbortSignal | undefined,
-  runWave: (wave: readonly C[]) => Promise<ReadonlyMap<C, CallProgress | 'not-run' | undefined>>,
+  runWave: (wave: readonly C[]) => Promise<ReadonlyMap<C, Progress>>,
 ): Promise<void> {
+  const bell = slotBell(ledger.store.toolSlots);
   let waiting = [...calls];
   let waitMs = FIRST_WAIT_MS;
   while (waiting.length > 0) {
-    const wave: C[] = [];
+    const since = bell.rung;
     const slots = new Map<C, HeldSlot>();
-    const later: C[] = [];
-    for (const call of waiting) {
-      const limit = call.tool.concurrency;
-      if (limit === undefined) {
-        wave.push(call);
-        continue;
-      }
-      const holder = `${ledger.actor.id}:${randomUUID()}`;
-      const slot = await ledger.store.toolSlots.acquire(
-        call.tool.name,
-        limit,
-        holder,
-        ledger.toolSlotLeaseMs,
-      );
-      if (slot === undefined) later.push(call);
-      else {
-        wave.push(call);
-        slots.set(call, new HeldSlot(ledger, call.tool, slot, holder));
-      }
-    }
-    if (wave.length > 0) {
-      let progress: ReadonlyMap<C, CallProgress | 'not-run' | undefined> = new Map();
-      try {
+    let ran = false;
+    let progress: ReadonlyMap<C, Progress> = new Map();
+    let later: C[] = [];
+    try {
+      later = await takeSlots(ledger, bell, waiting, slots);
+      const wave = waiting.filter((call) => !later.includes(call));
+      if (wave.length > 0) {
+        ran = true;
         progress = await runWave(wave);
-      } finally {
-        await Promise.all([...slots].map(([call, held]) => held.release(progress.get(call))));
       }
-      waitMs = FIRST_WAIT_MS;
-    } else {
-      signal?.throwIfAborted();
-      await sleep(waitMs, undefined, signal === undefined ? {} : { signal });
+    } finally {
+      // A wave that never started ran nothing: its slots are free at once.
+      await Promise.all([...slots].map(([call, held]) => held.release(ran ? progress.get(call) : 'not-run')));
+    }
+    if (ran) waitMs = FIRST_WAIT_MS;
+    else {
+      const tools = [...new Set(later.map((call) => call.tool.name))];
+      await bell.wait(tools, since, waitMs, signal);
       waitMs = Math.min(MAX_WAIT_MS, waitMs * 2);
     }
     waiting = later;
   }
+}
+
+/**
+ * Takes a slot for each call of a limited tool that can have one now, into `slots`; answers the
+ * calls that must wait. A tool found full is not asked again in this pass. If taking one throws, the
+ * slots already in `slots` are the caller's to let go.
+ */
+async function takeSlots<C extends { readonly tool: Tool }>(
+  ledger: Ledger,
+  bell: SlotBell,
+  calls: readonly C[],
+  slots: Map<C, HeldSlot>,
+): Promise<C[]> {
+  const later: C[] = [];
+  const full = new Set<string>();
+  for (const call of calls) {
+    const { name, concurrency } = call.tool;
+    if (concurrency === undefined) continue;
+    if (full.has(name)) {
+      later.push(call);
+      continue;
+    }
+    const holder = `${ledger.actor.id}:${randomUUID()}`;
+    const slot = await ledger.store.toolSlots.acquire(name, concurrency, holder, ledger.toolSlotLeaseMs);
+    if (slot === undefined) {
+      full.add(name);
+      later.push(call);
+    } else slots.set(call, new HeldSlot(ledger, bell, call.tool, slot, holder));
+  }
+  return later;
 }

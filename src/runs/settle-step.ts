@@ -70,7 +70,7 @@ async function execute(driver: RunDriver, plan: StepPlan): Promise<Map<string, C
   const reserve: Reserve = (requests) => fenced(requests, []);
   let failure: PromiseRejectedResult | undefined;
   // Calls of a tool with a cluster-wide limit wait for a slot before they are reserved (in waves).
-  await inToolSlots(driver.ledger, plan.ready, driver.lease.signal, async (wave) => {
+  const slotted = inToolSlots(driver.ledger, plan.ready, driver.lease.signal, async (wave) => {
     const answers = new Map<PreparedCall, CallProgress | 'not-run' | undefined>();
     if (failure !== undefined) {
       for (const call of wave) answers.set(call, 'not-run');
@@ -105,11 +105,16 @@ async function execute(driver: RunDriver, plan: StepPlan): Promise<Map<string, C
     });
     return answers;
   });
-  if (failure !== undefined) {
+  // Waiting for a slot may end the step (the lease lost, a store error) after earlier waves ran.
+  const stopped = await slotted.then(
+    () => failure,
+    (error: unknown) => ({ reason: error }),
+  );
+  if (stopped !== undefined) {
     // The step cannot go on, but the outcomes in hand are the truth: left `started`, a call that
     // completed would look unknown to whoever replays the step.
     await recordInHand(driver, progress);
-    throw failure.reason;
+    throw stopped.reason;
   }
   return progress;
 }

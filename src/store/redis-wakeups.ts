@@ -1,5 +1,6 @@
 import type { Redis, RedisOptions } from 'ioredis';
 import type { Store, StoreTx, TransitionRequest, TransitionResult } from './store.js';
+import type { ToolSlotStore } from './tool-slot-store.js';
 import { isWriteMethod } from './write-methods.js';
 import {
   runEventsHint,
@@ -357,10 +358,23 @@ function settlesWaiting(request: TransitionRequest, result: TransitionResult): b
   return result.applied && (request.expect.status === 'indeterminate' || request.actor.kind !== 'runtime');
 }
 
+/** Tool slots whose releases that free a slot now publish `slot`, after the release is written. */
+function publishingReleases(slots: ToolSlotStore, redis: RedisWakeups): ToolSlotStore {
+  return {
+    acquire: (tool, limit, holder, leaseMs) => slots.acquire(tool, limit, holder, leaseMs),
+    renew: (tool, slot, holder, leaseMs) => slots.renew(tool, slot, holder, leaseMs),
+    release: async (tool, slot, holder, heldForMs) => {
+      await slots.release(tool, slot, holder, heldForMs);
+      if (heldForMs <= 0) redis.publish('slot');
+    },
+    held: (tool) => slots.held(tool),
+  };
+}
+
 /**
  * The store with its wake-up writes published on Redis once they commit: a run queued (created,
  * released, requeued, retried) publishes `queued`; an unknown call settled or an approval decided
- * publishes `settled`. Everything else passes through; inside a transaction, what it wrote is
+ * publishes `settled`; a tool slot freed publishes `slot`. Everything else passes through; inside a transaction, what it wrote is
  * published after the commit.
  */
 export function publishingWakeups(store: Store, redis: RedisWakeups): Store {
@@ -435,7 +449,7 @@ export function publishingWakeups(store: Store, redis: RedisWakeups): Store {
     loopSteps: store.loopSteps,
     workflows: direct.workflows,
     workers: store.workers,
-    toolSlots: store.toolSlots,
+    toolSlots: publishingReleases(store.toolSlots, redis),
     monitor: store.monitor,
     wakeups: redis,
     reserveStep: async (request) => {

@@ -43,11 +43,19 @@ WHERE tool_name = @tool AND slot = @slot AND holder = @holder AND expires_at > @
 RETURNING slot`,
 } as const;
 
-/** Lets go of a held slot: free now (0 ms), or held until the given time (a request that may still land). */
+/**
+ * Lets go of a held slot: free now (0 ms), or held until the given time (a request that may still
+ * land). On PostgreSQL a slot freed now is told to the listening processes (`slot` on the wake-up
+ * channel, on commit), so a call waiting for it elsewhere takes it at once instead of at its next look.
+ */
 export const RELEASE = {
   postgres: `
-UPDATE tool_slots SET expires_at = oncely_now() + make_interval(secs => $4::double precision / 1000)
-WHERE tool_name = $1 AND slot = $2 AND holder = $3`,
+WITH released AS (
+  UPDATE tool_slots SET expires_at = oncely_now() + make_interval(secs => $4::double precision / 1000)
+  WHERE tool_name = $1 AND slot = $2 AND holder = $3
+  RETURNING slot
+)
+SELECT pg_notify('oncely_wake', 'slot') FROM released WHERE $4::double precision = 0`,
   sqlite: `
 UPDATE tool_slots SET expires_at = @expiresAt WHERE tool_name = @tool AND slot = @slot AND holder = @holder`,
 } as const;

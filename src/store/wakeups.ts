@@ -7,7 +7,9 @@ export type WakeKind =
   /** A run was queued (created, released, requeued, retried): a worker may claim it now. */
   | 'queued'
   /** An unknown call was settled or an approval decided: a waiting run may go on (sweep now). */
-  | 'settled';
+  | 'settled'
+  /** A slot of a limited tool was freed: a call waiting for one may take it now. */
+  | 'slot';
 
 /** A listener's watch on one run's events (see `WakeListener.watchRunEvents`). */
 export interface RunEventWatch {
@@ -60,7 +62,7 @@ export interface Wakeups {
   publishDeltas?(tenantId: string, runId: string, payload: string): Promise<void>;
 }
 
-export const WAKE_KINDS: readonly WakeKind[] = ['queued', 'settled'];
+export const WAKE_KINDS: readonly WakeKind[] = ['queued', 'settled', 'slot'];
 
 /** A run's key in a run-events hint: tenant and run id, joined by the unit separator. */
 export const RUN_EVENTS_SEPARATOR = '\u001f';

@@ -1,5 +1,6 @@
 import { hostname } from 'node:os';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { ringToolSlots } from '../calls/index.js';
 import { errorInfo } from '../errors/index.js';
 import { packageVersion } from '../util/package-version.js';
 import type { RunRecord } from '../run-state/index.js';
@@ -134,13 +135,18 @@ export function startWorker(runtime: Runtime, options: WorkerOptions = {}): Work
   };
   let lastSweep = 0;
   let wakeupsHeard = 0;
-  // LISTEN/NOTIFY where the store has it: a queued run is claimed, a settled call swept, at once.
+  // LISTEN/NOTIFY where the store has it: a queued run is claimed, a settled call swept, at once;
+  // a tool slot freed elsewhere is taken by a call of this process waiting for one.
   const listener =
     options.wakeups === false
       ? undefined
       : runtime.store.wakeups?.listen({
           onWake: (kind) => {
             wakeupsHeard += 1;
+            if (kind === 'slot') {
+              ringToolSlots(runtime.ledger.store.toolSlots);
+              return;
+            }
             if (kind === 'settled') lastSweep = 0;
             wake();
           },
