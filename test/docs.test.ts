@@ -92,7 +92,26 @@ describe('docs stay true to the code', () => {
   it('docs/runs.md shows exactly what the model hears, as the code makes it', () => {
     const doc = read('docs/runs.md');
     const samples = [
-      heard.heardCompleted({ creditId: 'cr_81f2' }),
+      heard.heardCompleted({
+        result: { creditId: 'cr_81f2' },
+        resultReference: null,
+        settledBy: { kind: 'runtime', id: 'web-1:4242' },
+      }),
+      heard.heardCompleted(
+        {
+          result: null,
+          resultReference: 're_3Nf81f2',
+          settledBy: { kind: 'operator', id: 'ops-ana' },
+        },
+        'refund re_3Nf81f2 is in the Stripe dashboard',
+      ),
+      heard.heardTookEffect(
+        {
+          settledBy: { kind: 'operator', id: 'ops-ana' },
+          error: { code: 'RESOLVED_NOT_TAKEN', message: 'nothing in the billing console yet' },
+        },
+        { result: { creditId: 'cr_81f2' }, resultReference: 'cr_81f2' },
+      ),
       heard.heardReplayed({ creditId: 'cr_81f2' }),
       heard.heardNotAttempted('the billing token expired; refresh it'),
       heard.heardDidNotTakeEffect('no credit under this key in the billing console', {

@@ -39,7 +39,8 @@ export abstract class LoopRun {
 
   /**
    * Why the run stopped, once it has: a call nobody knows the outcome of (`RUN_CALL_UNKNOWN`), one
-   * waiting for approval (`APPROVAL_REQUIRED`), or a call that did not come through the wrapped model.
+   * still running in another process (`CALL_IN_FLIGHT`, with when to look again), one waiting for
+   * approval (`APPROVAL_REQUIRED`), or a call that did not come through the wrapped model.
    * The model is not asked again.
    */
   get stopped(): OncelyError | undefined {
@@ -86,24 +87,39 @@ export abstract class LoopRun {
   }
 
   /**
-   * The stop on an unknown call. While the call's last attempt may still land (a process that died
-   * mid call, whose attempt has not timed out yet), `details.retryAt` says when running again can ask
-   * the reconcile hook; `null` when only a settlement can move it.
+   * The stop on a call whose outcome this process cannot tell the model: `CALL_IN_FLIGHT` while its
+   * last attempt may still land (the decision table said `wait`: another process's attempt, not
+   * past its timeout plus the margin, or one of this process still out), with `details.retryAt` and
+   * `details.retryAfterMs` saying when running again can know more (null while an attempt of this
+   * process ignores its timeout: when its tool answers); else `RUN_CALL_UNKNOWN`: nobody knows, and
+   * only a settlement (its reconcile hook, an operator) moves it.
    */
   protected unknownCall(outcome: ToolCallOutcome, tool: Tool): OncelyError {
     const key = outcome.record.idempotencyKey;
-    const retryAt = (outcome.status === 'unknown' ? outcome.waiting?.retryAt : undefined) ?? null;
-    const later =
-      retryAt === null
-        ? ''
-        : ` Its last attempt may still land until ${retryAt}; running again after that asks its reconcile hook.`;
+    const waiting = outcome.status === 'unknown' ? outcome.waiting : undefined;
+    if (waiting !== undefined) return this.stopWith(this.#inFlight(key, tool, waiting));
     return this.stopWith(
       new OncelyError(
         'RUN_CALL_UNKNOWN',
-        `tool call ${key} (${tool.name}) may or may not have taken effect; the run stopped and the model was not told.${later} ` +
+        `tool call ${key} (${tool.name}) may or may not have taken effect; the run stopped and the model was not told. ` +
           `Settle it (its reconcile hook, or \`oncely executions resolve ${key} --status completed|failed --reason ...\`), then run again`,
-        { details: { idempotencyKey: key, tool: tool.name, runId: this.runId, retryAt } },
+        { details: { idempotencyKey: key, tool: tool.name, runId: this.runId, retryAt: null } },
       ),
+    );
+  }
+
+  #inFlight(key: string, tool: Tool, waiting: { why: string; retryAt: string | null }): OncelyError {
+    const { retryAt } = waiting;
+    const retryAfterMs = retryAt === null ? null : Math.max(0, Date.parse(retryAt) - Date.now());
+    const when =
+      retryAt === null
+        ? 'run again once its tool answers'
+        : `run again after ${retryAt} (in ${retryAfterMs} ms): by then it has landed or can no longer land, and a call still unknown asks its reconcile hook`;
+    return new OncelyError(
+      'CALL_IN_FLIGHT',
+      `tool call ${key} (${tool.name}) is still running (${waiting.why}); the run stopped and the model was not told. ` +
+        `Nothing is wrong yet: ${when}. Settle it only if it is still unknown then`,
+      { details: { idempotencyKey: key, tool: tool.name, runId: this.runId, retryAt, retryAfterMs } },
     );
   }
 }

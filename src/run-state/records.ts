@@ -7,6 +7,7 @@ export const HEARD_KINDS = [
   'replayed',
   'not_attempted',
   'did_not_take_effect',
+  'took_effect',
   'compensated',
   'rejected',
   'invalid_call',

@@ -20,6 +20,7 @@ import {
 import type { RunEventInput, SaveCheckpointRequest, StoreTx } from '../store/index.js';
 import type { Tool } from '../tools/index.js';
 import { Lease } from './lease.js';
+import { correctionOwed } from './corrections.js';
 import { asModelMessages, isBuiltHere, recordTurn } from './messages.js';
 import { settleStep } from './settle-step.js';
 import { DeltaPublisher, type DeltaBus } from './stream-deltas.js';
@@ -570,11 +571,23 @@ export class RunDriver {
   }
 
   /**
+   * The conversation with the correction the model is owed, if any (a call it was told did not take
+   * effect, whose effect then landed): saved with whatever this step saves next.
+   */
+  async #corrected(checkpoint: Checkpoint): Promise<Checkpoint> {
+    const { tenantId, runId } = this.run;
+    const correction = await correctionOwed(this.ledger, tenantId, runId, checkpoint.messages);
+    return correction === undefined
+      ? checkpoint
+      : { ...checkpoint, messages: [...checkpoint.messages, correction] };
+  }
+
+  /**
    * One model call, with minted call ids; it is made durable in the transaction that reserves its
    * calls, so never after any of them is reserved.
    */
   private async modelStep(): Promise<DriveEnd | undefined> {
-    const checkpoint = this.#checkpoint;
+    const checkpoint = await this.#corrected(this.#checkpoint);
     const turnSteps = checkpoint.step - this.run.turnStep;
     if (turnSteps >= this.agent.maxSteps) {
       const error = new OncelyError(

@@ -1,6 +1,7 @@
 import type { ToolCallOutcome } from '../calls/index.js';
-import type { Actor, JsonValue, ToolExecutionRecord } from '../ledger/index.js';
+import type { Actor, JsonValue, LedgerEvent, ToolExecutionRecord } from '../ledger/index.js';
 import type { ApprovalRecord, HeardResult } from '../run-state/index.js';
+import type { LedgerStore } from '../store/index.js';
 
 /*
  * What the model hears about a settled call: one tool result each, in the exact words below
@@ -18,11 +19,85 @@ export const NOTES = {
   rejected: 'An operator rejected this call at approval, so it was not run and nothing was changed.',
   invalidCall: 'This call was not run: it could not be made as given. Nothing was changed.',
   readFailed: 'This lookup failed on every try. It changed nothing.',
+  settledCompleted:
+    'An operator checked the downstream system and settled this call: it took effect. Do not make it again.',
+  tookEffect:
+    'Correction: this call was settled as not taken effect, but its effect then landed. It did take effect. Do not make it again.',
 } as const;
 
-/** Took effect just now (or was found downstream by the reconcile hook, or resolved by an operator). */
-export function heardCompleted(result: JsonValue | null): HeardResult {
-  return { kind: 'completed', type: 'json', value: { status: 'completed', result } };
+/** What a completed record says beyond its result: who settled it, and the downstream reference. */
+type CompletedFacts = Pick<ToolExecutionRecord, 'result' | 'resultReference' | 'settledBy'>;
+
+/**
+ * A completed call as the model hears it, the one rendering of a completion whoever settled it (its
+ * own attempt, the reconcile hook, an operator): the recorded result; with the downstream reference
+ * (`result_reference`) when the hook or an operator established it; and, when an operator settled it,
+ * who and their reason. Never a bare `null`: an operator usually has a reference, not a result.
+ */
+export function heardCompleted(record: CompletedFacts, reason: string | null = null): HeardResult {
+  const by = record.settledBy?.kind ?? 'runtime';
+  const reference: { [key: string]: JsonValue } =
+    by !== 'runtime' && record.resultReference !== null ? { result_reference: record.resultReference } : {};
+  if (by !== 'operator') {
+    return {
+      kind: 'completed',
+      type: 'json',
+      value: { status: 'completed', result: record.result, ...reference },
+    };
+  }
+  return {
+    kind: 'completed',
+    type: 'json',
+    value: {
+      status: 'completed',
+      result: record.result,
+      ...reference,
+      settled_by: describeActor(record.settledBy!),
+      ...(reason === null ? {} : { reason }),
+      note: NOTES.settledCompleted,
+    },
+  };
+}
+
+/**
+ * Whether a completed record is told as the tool's own result (a team's own loop hands the model the
+ * value as it is): its own attempt's result, or one the reconcile hook found with nothing more to say.
+ * A settlement with a reference or by an operator is told in words (`heardCompleted`).
+ */
+export function toldAsResult(record: CompletedFacts): boolean {
+  const by = record.settledBy?.kind ?? 'runtime';
+  return (
+    by === 'runtime' || (by === 'reconcile' && record.resultReference === null && record.result !== null)
+  );
+}
+
+/** What landed on a settled record, as its `conflict` event in the history recorded it. */
+export interface Landed {
+  readonly result: JsonValue | null;
+  readonly resultReference: string | null;
+}
+
+/**
+ * A call the model was (or would be) told did not take effect, whose effect then landed (a conflict):
+ * it did take effect. Told in place of "did not take effect" while its step waits, and as a
+ * correction at the model's next step once it was told.
+ */
+export function heardTookEffect(
+  record: Pick<ToolExecutionRecord, 'settledBy' | 'error'>,
+  landed: Landed | null,
+): HeardResult {
+  return {
+    kind: 'took_effect',
+    type: 'json',
+    value: {
+      status: 'took_effect',
+      ...(landed === null ? {} : { result: landed.result }),
+      ...(landed?.resultReference == null ? {} : { result_reference: landed.resultReference }),
+      settled_by: record.settledBy === null ? 'unknown' : describeActor(record.settledBy),
+      reason: record.error?.message ?? null,
+      note: NOTES.tookEffect,
+    },
+  };
 }
 
 /** Took effect before a restart: the recorded result, not a second run. */
@@ -88,29 +163,68 @@ export function heardReadFailed(error: string): HeardResult {
   };
 }
 
-/** What the model hears about a call's outcome, or undefined while it is unknown. */
-export function heardOf(
-  outcome: ToolCallOutcome,
-  compensationReason: string | null,
-): HeardResult | undefined {
+/**
+ * What the model hears about a call's outcome, or undefined while it is unknown. `reason` is the
+ * reason recorded with the settlement (an operator's resolve, a compensation), when the caller read it.
+ */
+export function heardOf(outcome: ToolCallOutcome, reason: string | null): HeardResult | undefined {
   switch (outcome.status) {
     case 'completed': {
       // A replay is a result this runtime recorded before a restart; a result an operator or the
-      // reconcile hook established is told as plainly completed, as if the timeout never happened.
+      // reconcile hook established is told with what they recorded (`heardCompleted`).
       const replay = outcome.source === 'ledger' && outcome.record.settledBy?.kind === 'runtime';
-      return replay ? heardReplayed(outcome.record.result) : heardCompleted(outcome.record.result);
+      return replay ? heardReplayed(outcome.record.result) : heardCompleted(outcome.record, reason);
     }
     case 'failed':
       return heardOfFailed(outcome.record);
     case 'compensated':
-      return heardCompensated(outcome.record.result, compensationReason);
+      return heardCompensated(outcome.record.result, reason);
     case 'unknown':
       return undefined;
   }
 }
 
-/** A `failed` record: refused before sending, a read that gave up, or an unknown settled as not taken. */
+/**
+ * `heardOf`, with what the words need from the record's history read first: an operator's reason for
+ * a completion, a compensation's reason, what landed on a call settled `failed` (a conflict). Only
+ * those outcomes read the history; every other is told from the record alone.
+ */
+export async function heardOfRecorded(
+  store: Pick<LedgerStore, 'history'>,
+  outcome: ToolCallOutcome,
+): Promise<HeardResult | undefined> {
+  const { record } = outcome;
+  const conflict = outcome.status === 'failed' && record.conflictAt !== null;
+  const reasoned =
+    outcome.status === 'compensated' ||
+    (outcome.status === 'completed' && record.settledBy?.kind === 'operator');
+  if (!conflict && !reasoned) return heardOf(outcome, null);
+  const history = await store.history(record.tenantId, record.idempotencyKey);
+  if (conflict) return heardTookEffect(record, landedIn(history));
+  const settled = history.findLast((e) => e.kind === 'transition' && e.to === record.status);
+  return heardOf(outcome, settled?.reason ?? null);
+}
+
+/** What the last `conflict` event of a history says landed, if it says. */
+export function landedIn(history: readonly LedgerEvent[]): Landed | null {
+  const event = history.findLast((e) => e.kind === 'conflict' && e.to === 'completed');
+  const detail = event?.detail;
+  if (detail === null || detail === undefined || typeof detail !== 'object' || Array.isArray(detail)) {
+    return event === undefined ? null : { result: null, resultReference: null };
+  }
+  const reference = detail.resultReference;
+  return {
+    result: detail.result ?? null,
+    resultReference: typeof reference === 'string' ? reference : null,
+  };
+}
+
+/**
+ * A `failed` record: refused before sending, a read that gave up, or an unknown settled as not taken
+ * — or one whose effect landed after all (a conflict), which took effect.
+ */
 export function heardOfFailed(record: ToolExecutionRecord): HeardResult {
+  if (record.conflictAt !== null && record.effect !== 'read') return heardTookEffect(record, null);
   const message = record.error?.message ?? 'did not take effect';
   if (record.error?.code === 'TOOL_NOT_ATTEMPTED') return heardNotAttempted(message);
   if (record.effect === 'read') return heardReadFailed(message);

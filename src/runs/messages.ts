@@ -2,7 +2,7 @@ import { randomFillSync } from 'node:crypto';
 import type { ModelMessage } from 'ai';
 import type { JsonValue } from '../ledger/index.js';
 import type { ModelTurn } from '../models/index.js';
-import type { PendingCall } from '../run-state/index.js';
+import type { HeardResult, PendingCall } from '../run-state/index.js';
 
 /*
  * A run's conversation, stored in its checkpoint as AI SDK model messages (plain JSON). Tool calls
@@ -89,6 +89,64 @@ export function toolMessage(calls: readonly PendingCall[]): JsonValue {
       };
     }),
   });
+}
+
+/** A correction the runtime owes the model, in place of nothing it could otherwise hear. */
+export interface Correction {
+  readonly toolCallId: string;
+  readonly toolName: string;
+  readonly heard: HeardResult;
+}
+
+/**
+ * The runtime's correction of tool results the model heard in earlier steps (a call told "did not
+ * take effect" whose effect then landed), as a user message before its next call: a tool result
+ * cannot be sent twice. `providerOptions.oncely.corrects` names the calls it corrects, so each is
+ * corrected once; providers ignore options not under their name.
+ */
+export function correctionMessage(corrections: readonly Correction[]): JsonValue {
+  const lines = corrections.map(
+    (c) => `- tool call ${c.toolCallId} (${c.toolName}): ${JSON.stringify(c.heard.value)}`,
+  );
+  const text =
+    'Correction from the runtime (not from the user): what you were told about these earlier tool calls ' +
+    `no longer stands.\n${lines.join('\n')}`;
+  return built({
+    role: 'user',
+    content: [{ type: 'text', text }],
+    providerOptions: { oncely: { corrects: corrections.map((c) => c.toolCallId) } },
+  });
+}
+
+/** The ids of the calls the corrections among `messages` already corrected. */
+export function correctedIn(messages: readonly JsonValue[]): Set<string> {
+  const ids = new Set<string>();
+  for (const message of messages as {
+    role?: string;
+    providerOptions?: { oncely?: { corrects?: unknown } };
+  }[]) {
+    const corrects = message.role === 'user' ? message.providerOptions?.oncely?.corrects : undefined;
+    if (Array.isArray(corrects)) for (const id of corrects) if (typeof id === 'string') ids.add(id);
+  }
+  return ids;
+}
+
+/** The calls `messages` told the model did not take effect, by id, with their tool's name. */
+export function toldNotTaken(messages: readonly JsonValue[]): Map<string, string> {
+  const told = new Map<string, string>();
+  for (const message of messages as { role?: string; content?: unknown }[]) {
+    if (message.role !== 'tool' || !Array.isArray(message.content)) continue;
+    for (const part of message.content as {
+      type?: string;
+      toolCallId?: string;
+      toolName?: string;
+      output?: { value?: { status?: unknown } };
+    }[]) {
+      if (part.type !== 'tool-result' || part.output?.value?.status !== 'did_not_take_effect') continue;
+      if (typeof part.toolCallId === 'string') told.set(part.toolCallId, String(part.toolName));
+    }
+  }
+  return told;
 }
 
 export function asModelMessages(messages: readonly JsonValue[]): ModelMessage[] {

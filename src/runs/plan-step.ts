@@ -11,14 +11,7 @@ import type { ToolExecutionRecord } from '../ledger/index.js';
 import type { ApprovalRecord, HeardResult, PendingCall } from '../run-state/index.js';
 import type { NewApproval } from '../store/index.js';
 import type { Tool } from '../tools/index.js';
-import {
-  heardCompensated,
-  heardInvalidCall,
-  heardOf,
-  heardOfFailed,
-  heardOfRejection,
-  heardRejected,
-} from './heard.js';
+import { heardInvalidCall, heardOfRecorded, heardOfRejection, heardRejected } from './heard.js';
 
 /** What the calls of a step need before any of them is reserved. */
 export interface StepPlan {
@@ -70,8 +63,12 @@ export async function planStep(context: PlanContext, calls: readonly PendingCall
     const id = call.toolCallId;
     if (call.heard !== undefined) {
       const now = records.get(id);
-      // A call told as completed but undone since, while the step waited: the model hears the truth.
-      if (now?.status === 'compensated') heard.set(id, await compensatedHeard(context, now));
+      // Settled otherwise since, while the step waited: a call told completed was undone, or one told
+      // "did not take effect" landed after all (a conflict). The model hears the truth.
+      if (now !== undefined && changedSince(call.heard, now)) {
+        const told = await heardOfRecorded(context.ledger.store.ledger, outcomeOfRecord(now));
+        if (told !== undefined) heard.set(id, told);
+      }
       continue;
     }
     const prepared = prepare(context, call);
@@ -143,18 +140,28 @@ function prepare(context: PlanContext, call: PendingCall): PreparedCall | { inva
   }
 }
 
+/** Whether what a call's step was told no longer stands: undone since, or landed after all. */
+function changedSince(told: HeardResult, now: ToolExecutionRecord): boolean {
+  if (now.status === 'compensated') return told.kind !== 'compensated';
+  return told.kind === 'did_not_take_effect' && now.status === 'failed' && now.conflictAt !== null;
+}
+
 /**
- * A record settled while the run was not looking, told as it stands. `undefined`: it goes through
- * the reservation (a completed call is replayed, an unknown one reconciled, and a call the reconcile
- * hook found not taken runs again with the same key).
+ * A record settled while the run was not looking, told as it stands (with the operator's reason and
+ * reference, from its history). `undefined`: it goes through the reservation (a completed call is
+ * replayed, an unknown one reconciled, and a call the reconcile hook found not taken runs again with
+ * the same key).
  */
 async function settledMeanwhile(
   context: PlanContext,
   record: ToolExecutionRecord,
 ): Promise<HeardResult | undefined> {
-  if (record.status === 'compensated') return compensatedHeard(context, record);
-  if (record.status === 'failed' && record.settledBy?.kind !== 'reconcile') return heardOfFailed(record);
-  return undefined;
+  const settled =
+    record.status === 'compensated' ||
+    (record.status === 'failed' && record.settledBy?.kind !== 'reconcile') ||
+    (record.status === 'completed' && record.settledBy?.kind === 'operator');
+  if (!settled) return undefined;
+  return heardOfRecorded(context.ledger.store.ledger, outcomeOfRecord(record));
 }
 
 function sameCall(call: PreparedCall, record: ToolExecutionRecord): boolean {
@@ -162,18 +169,8 @@ function sameCall(call: PreparedCall, record: ToolExecutionRecord): boolean {
 }
 
 /** A record told as it stands; undefined while it is unknown. */
-async function recordedHeard(
-  context: PlanContext,
-  record: ToolExecutionRecord,
-): Promise<HeardResult | undefined> {
-  if (record.status === 'compensated') return compensatedHeard(context, record);
-  return heardOf(outcomeOfRecord(record), null);
-}
-
-async function compensatedHeard(context: PlanContext, record: ToolExecutionRecord): Promise<HeardResult> {
-  const history = await context.ledger.store.ledger.history(record.tenantId, record.idempotencyKey);
-  const undo = history.findLast((e) => e.kind === 'transition' && e.to === 'compensated');
-  return heardCompensated(record.result, undo?.reason ?? null);
+function recordedHeard(context: PlanContext, record: ToolExecutionRecord): Promise<HeardResult | undefined> {
+  return heardOfRecorded(context.ledger.store.ledger, outcomeOfRecord(record));
 }
 
 async function readRecords(
@@ -182,7 +179,11 @@ async function readRecords(
 ): Promise<Map<string, ToolExecutionRecord>> {
   const records = new Map<string, ToolExecutionRecord>();
   const wanted = calls.filter(
-    (c) => c.heard === undefined || c.heard.kind === 'completed' || c.heard.kind === 'replayed',
+    (c) =>
+      c.heard === undefined ||
+      c.heard.kind === 'completed' ||
+      c.heard.kind === 'replayed' ||
+      c.heard.kind === 'did_not_take_effect',
   );
   const found = await Promise.all(
     wanted.map((c) => context.ledger.store.ledger.get(context.tenantId, `${context.runId}:${c.toolCallId}`)),

@@ -15,6 +15,7 @@ import {
   external,
   isOncelyError,
   read,
+  resolveToolCall,
   type Tool,
 } from '../../src/index.js';
 import { durableLoop } from '../../src/frameworks/ai-sdk/index.js';
@@ -359,6 +360,274 @@ describe.each(STORE_KINDS)('oncely/ai-sdk durable loop on %s', (kind) => {
     expect(replay.steps[0]?.toolCalls[0]?.toolCallId).toBe(id);
     expect(replay.deltas.join('')).toBe('Crediting.Done.');
     expect(billing.credits).toHaveLength(1);
+  });
+
+  it('an operator’s completed without a result is told with the reference and the reason, never a bare null', async () => {
+    const billing = new Billing();
+    // The request left and the answer never came: the call is unknown (its late outcome too).
+    const lost = defineTool({
+      name: 'issue_credit',
+      description: "Credit a customer's account",
+      input: z.object({ accountId: z.string(), amountCents: z.number().int().positive() }),
+      effect: external(),
+      timeoutMs: 100,
+      execute: async ({ amountCents }, ctx) => {
+        billing.credits.push({ key: ctx.idempotencyKey, amountCents });
+        await new Promise((_, reject) =>
+          ctx.signal.addEventListener('abort', () => reject(new Error('connection reset')), { once: true }),
+        );
+      },
+    });
+    const first = scripted([response([credit('c', 2500)])]);
+    const loop = durableLoop({ ledger, tenantId: 'acme', runId: 'refund-op' });
+    const stopped = await loop
+      .run(() =>
+        generateText({
+          model: loop.model(first.model),
+          tools: loop.tools([lost]),
+          stopWhen: stepCountIs(5),
+          prompt: 'Refund',
+        }),
+      )
+      .then(
+        () => undefined,
+        (error: unknown) => error,
+      );
+    expect(isOncelyError(stopped, 'RUN_CALL_UNKNOWN')).toBe(true);
+    const key = (stopped as { details: { idempotencyKey: string } }).details.idempotencyKey;
+    await resolveToolCall(ledger, {
+      tenantId: 'acme',
+      idempotencyKey: key,
+      status: 'completed',
+      reason: 'the credit is in the billing console',
+      resultReference: 'cr_console_77',
+      actorId: 'ops-ana',
+    });
+
+    const second = scripted([response([{ type: 'text', text: 'Credited.' }])]);
+    const again = durableLoop({ ledger, tenantId: 'acme', runId: 'refund-op' });
+    const result = await again.run(() =>
+      generateText({
+        model: again.model(second.model),
+        tools: again.tools([lost]),
+        stopWhen: stepCountIs(5),
+        prompt: 'Refund',
+      }),
+    );
+    expect(result.text).toBe('Credited.');
+    const told = second.model.doGenerateCalls[0]?.prompt
+      .flatMap((m) => (m.role === 'tool' ? m.content : []))
+      .flatMap((p) => (p.type === 'tool-result' ? [p.output] : []));
+    expect(told).toEqual([
+      {
+        type: 'json',
+        value: {
+          status: 'completed',
+          result: null,
+          result_reference: 'cr_console_77',
+          settled_by: 'operator ops-ana',
+          reason: 'the credit is in the billing console',
+          note: 'An operator checked the downstream system and settled this call: it took effect. Do not make it again.',
+        },
+      },
+    ]);
+    expect(billing.effectsOf(key)).toBe(1);
+  });
+
+  it('a call still running in another live process stops the loop with CALL_IN_FLIGHT and when to look again, not RUN_CALL_UNKNOWN', async () => {
+    const billing = new Billing();
+    let release: () => void = () => undefined;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    let running: (key: string) => void = () => undefined;
+    const started = new Promise<string>((resolve) => (running = resolve));
+    const slow = defineTool({
+      name: 'issue_credit',
+      description: "Credit a customer's account",
+      input: z.object({ accountId: z.string(), amountCents: z.number().int().positive() }),
+      effect: external(),
+      timeoutMs: 3_000,
+      execute: async ({ amountCents }, ctx) => {
+        running(ctx.idempotencyKey);
+        await gate;
+        billing.credits.push({ key: ctx.idempotencyKey, amountCents });
+        return { receipt: 'cr_1' };
+      },
+    });
+    // Process A: its attempt is in flight.
+    const a = scripted([response([credit('c', 2500)]), response([{ type: 'text', text: 'Done.' }])]);
+    const loopA = durableLoop({ ledger, tenantId: 'acme', runId: 'refund-live' });
+    const drivingA = loopA.run(() =>
+      generateText({
+        model: loopA.model(a.model),
+        tools: loopA.tools([slow]),
+        stopWhen: stepCountIs(5),
+        prompt: 'Refund',
+      }),
+    );
+    const key = await started;
+
+    // Process B: the same run, restarted elsewhere while A is alive.
+    const otherLedger = new Ledger(opened.store, { actorId: 'other', landingMarginMs: 0 });
+    const b = scripted([response([{ type: 'text', text: 'never asked' }])]);
+    const loopB = durableLoop({ ledger: otherLedger, tenantId: 'acme', runId: 'refund-live' });
+    const before = Date.now();
+    const stopped = await loopB
+      .run(() =>
+        generateText({
+          model: loopB.model(b.model),
+          tools: loopB.tools([slow]),
+          stopWhen: stepCountIs(5),
+          prompt: 'Refund',
+        }),
+      )
+      .then(
+        () => undefined,
+        (error: unknown) => error,
+      );
+    expect(isOncelyError(stopped, 'CALL_IN_FLIGHT')).toBe(true);
+    const details = (
+      stopped as { details: { idempotencyKey: string; retryAt: string; retryAfterMs: number } }
+    ).details;
+    expect(details.idempotencyKey).toBe(key);
+    const record = await ledger.store.ledger.get('acme', key);
+    expect(record?.status).toBe('started');
+    // When A's attempt can no longer land: its start plus its 3 s timeout (plus the 0 ms margin).
+    expect(Date.parse(details.retryAt)).toBe(Date.parse(record!.attemptStartedAt) + 3_000);
+    expect(details.retryAfterMs).toBeGreaterThan(0);
+    expect(details.retryAfterMs).toBeLessThanOrEqual(Date.parse(details.retryAt) - before);
+    expect(b.asked()).toBe(0);
+
+    release();
+    expect((await drivingA).text).toBe('Done.');
+    // Looked at again, B finds the call completed and carries on; one credit in all.
+    const b2 = scripted([response([{ type: 'text', text: 'Done.' }])]);
+    const loopB2 = durableLoop({ ledger: otherLedger, tenantId: 'acme', runId: 'refund-live' });
+    const replay = await loopB2.run(() =>
+      generateText({
+        model: loopB2.model(b2.model),
+        tools: loopB2.tools([slow]),
+        stopWhen: stepCountIs(5),
+        prompt: 'Refund',
+      }),
+    );
+    expect(replay.text).toBe('Done.');
+    expect(billing.credits).toEqual([{ key, amountCents: 2500 }]);
+    await otherLedger.drain();
+  });
+
+  it('corrects the model at its next call when a call it was told did not take effect lands after all', async () => {
+    const billing = new Billing();
+    let release: () => void = () => undefined;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    let running: (key: string) => void = () => undefined;
+    const started = new Promise<string>((resolve) => (running = resolve));
+    const slow = defineTool({
+      name: 'issue_credit',
+      description: "Credit a customer's account",
+      input: z.object({ accountId: z.string(), amountCents: z.number().int().positive() }),
+      effect: external(),
+      timeoutMs: 3_000,
+      execute: async ({ amountCents }, ctx) => {
+        running(ctx.idempotencyKey);
+        await gate;
+        billing.credits.push({ key: ctx.idempotencyKey, amountCents });
+        return { receipt: 'cr_late' };
+      },
+    });
+    const lookup = defineTool({
+      name: 'lookup_order',
+      description: 'Look up an order',
+      input: z.object({ orderId: z.string() }),
+      effect: read(),
+      execute: () => ({ status: 'shipped' }),
+    });
+    // Process A's attempt is in flight when an operator forces the call `failed`.
+    // (A's loop ends with the step: B, not A, asks the model next.)
+    const a = scripted([response([credit('c', 2500)])]);
+    const loopA = durableLoop({ ledger, tenantId: 'acme', runId: 'refund-late' });
+    const drivingA = loopA
+      .run(() =>
+        generateText({
+          model: loopA.model(a.model),
+          tools: loopA.tools([slow]),
+          stopWhen: stepCountIs(1),
+          prompt: 'Refund',
+        }),
+      )
+      .catch((error: unknown) => error);
+    const key = await started;
+    await resolveToolCall(ledger, {
+      tenantId: 'acme',
+      idempotencyKey: key,
+      status: 'failed',
+      reason: 'nothing in the billing console',
+      actorId: 'ops-ana',
+      force: true,
+    });
+    // Process B (one attempt per key) is told "did not take effect"; then A's effect lands.
+    const otherLedger = new Ledger(opened.store, { actorId: 'other', landingMarginMs: 0, maxAttempts: 1 });
+    const lookupOrder = (orderId: string): LanguageModelV3Content => ({
+      type: 'tool-call',
+      toolCallId: orderId,
+      toolName: 'lookup_order',
+      input: JSON.stringify({ orderId }),
+    });
+    let asked = 0;
+    const script = [
+      response([lookupOrder('o_1')]),
+      response([lookupOrder('o_2')]),
+      response([{ type: 'text', text: 'Corrected.' }]),
+    ];
+    const b = new MockLanguageModelV3({
+      doGenerate: async () => {
+        asked += 1;
+        if (asked === 1) {
+          release();
+          await drivingA;
+        }
+        return script[asked - 1]!;
+      },
+    });
+    const loopB = durableLoop({ ledger: otherLedger, tenantId: 'acme', runId: 'refund-late' });
+    const result = await loopB.run(() =>
+      generateText({
+        model: loopB.model(b),
+        tools: loopB.tools([slow, lookup]),
+        stopWhen: stepCountIs(6),
+        prompt: 'Refund',
+      }),
+    );
+    expect(result.text).toBe('Corrected.');
+    const record = await ledger.store.ledger.get('acme', key);
+    expect(record).toMatchObject({ status: 'failed', settledBy: { kind: 'operator', id: 'ops-ana' } });
+    expect(record?.conflictAt).not.toBeNull();
+    expect(billing.credits).toEqual([{ key, amountCents: 2500 }]);
+
+    const prompts = b.doGenerateCalls.map((c) => c.prompt);
+    const told = prompts[0]
+      ?.flatMap((m) => (m.role === 'tool' ? m.content : []))
+      .flatMap((p) => (p.type === 'tool-result' ? [p.output] : []));
+    expect(told).toMatchObject([{ type: 'error-json', value: { status: 'did_not_take_effect' } }]);
+    const corrections = (prompt: LanguageModelV3Prompt | undefined) =>
+      (prompt ?? []).flatMap((m) =>
+        m.role === 'user'
+          ? m.content.flatMap((p) => (p.type === 'text' && p.text.startsWith('Correction') ? [p.text] : []))
+          : [],
+      );
+    expect(corrections(prompts[0])).toEqual([]);
+    const [correction] = corrections(prompts[1]);
+    const callId = key.split(':')[1];
+    const value = JSON.parse(
+      correction?.split(`tool call ${callId} (issue_credit): `)[1] ?? 'null',
+    ) as unknown;
+    expect(value).toMatchObject({
+      status: 'took_effect',
+      result: { receipt: 'cr_late' },
+      settled_by: 'operator ops-ana',
+      reason: 'nothing in the billing console',
+    });
+    expect(corrections(prompts[2])).toEqual([correction]);
+    await otherLedger.drain();
   });
 });
 

@@ -15,6 +15,7 @@ import {
   defineTool,
   external,
   isOncelyError,
+  resolveToolCall,
   type Tool,
 } from '../../src/index.js';
 import { durableAgentRun } from '../../src/frameworks/openai-agents/index.js';
@@ -148,6 +149,104 @@ describe.each(STORE_KINDS)('oncely/openai-agents on %s', (kind) => {
     expect(model.asked).toBe(1);
     const key = (stopped as { details: { idempotencyKey: string } }).details.idempotencyKey;
     expect((await ledger.store.ledger.get('acme', key))?.status).toBe('indeterminate');
+  });
+
+  it('a call still running in another live process stops the run with CALL_IN_FLIGHT, not RUN_CALL_UNKNOWN', async () => {
+    const billing = new Billing();
+    let release: () => void = () => undefined;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    let running: (key: string) => void = () => undefined;
+    const started = new Promise<string>((resolve) => (running = resolve));
+    const slow = defineTool({
+      name: 'issue_credit',
+      description: "Credit a customer's account",
+      input: z.object({ accountId: z.string(), amountCents: z.number().int().positive() }),
+      effect: external(),
+      timeoutMs: 3_000,
+      execute: async ({ amountCents }, ctx) => {
+        running(ctx.idempotencyKey);
+        await gate;
+        billing.credits.push({ key: ctx.idempotencyKey, amountCents });
+        return { receipt: 'cr_1' };
+      },
+    });
+    const a = new ScriptedModel([[creditCall('c', 2500)], [say('Credited.')]]);
+    const runA = durableAgentRun({ ledger, tenantId: 'acme', runId: 'agents-live' });
+    const drivingA = runA.run(() => runner.run(agentOf(runA, a, slow), 'Refund'));
+    const key = await started;
+
+    // Another process restarts the same run while A's attempt is in flight.
+    const otherLedger = new Ledger(opened.store, { actorId: 'other', landingMarginMs: 0 });
+    const b = new ScriptedModel([[say('never asked')]]);
+    const runB = durableAgentRun({ ledger: otherLedger, tenantId: 'acme', runId: 'agents-live' });
+    const stopped = await runB
+      .run(() => runner.run(agentOf(runB, b, slow), 'Refund'))
+      .then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+    expect(isOncelyError(stopped, 'CALL_IN_FLIGHT')).toBe(true);
+    const details = (
+      stopped as { details: { idempotencyKey: string; retryAt: string; retryAfterMs: number } }
+    ).details;
+    expect(details.idempotencyKey).toBe(key);
+    const record = await ledger.store.ledger.get('acme', key);
+    expect(record?.status).toBe('started');
+    expect(Date.parse(details.retryAt)).toBe(Date.parse(record!.attemptStartedAt) + 3_000);
+    expect(details.retryAfterMs).toBeGreaterThan(0);
+    expect(b.asked).toBe(0);
+
+    release();
+    expect((await drivingA).finalOutput).toBe('Credited.');
+    expect(billing.credits).toEqual([{ key, amountCents: 2500 }]);
+    await otherLedger.drain();
+  });
+
+  it('tells the model an operator’s completed with the reference and the reason, not a bare null', async () => {
+    const billing = new Billing();
+    const model = new ScriptedModel([[creditCall('c', 2500)], [say('Credited.')]]);
+    const lost = defineTool({
+      name: 'issue_credit',
+      description: "Credit a customer's account",
+      input: z.object({ accountId: z.string(), amountCents: z.number().int().positive() }),
+      effect: external(),
+      timeoutMs: 100,
+      execute: async ({ amountCents }, ctx) => {
+        billing.credits.push({ key: ctx.idempotencyKey, amountCents });
+        await new Promise((_, reject) =>
+          ctx.signal.addEventListener('abort', () => reject(new Error('connection reset')), { once: true }),
+        );
+      },
+    });
+    const run = durableAgentRun({ ledger, tenantId: 'acme', runId: 'agents-op' });
+    const stopped = await run
+      .run(() => runner.run(agentOf(run, model, lost), 'Refund'))
+      .then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+    expect(isOncelyError(stopped, 'RUN_CALL_UNKNOWN')).toBe(true);
+    const key = (stopped as { details: { idempotencyKey: string } }).details.idempotencyKey;
+    await resolveToolCall(ledger, {
+      tenantId: 'acme',
+      idempotencyKey: key,
+      status: 'completed',
+      reason: 'the credit is in the billing console',
+      resultReference: 'cr_console_77',
+      actorId: 'ops-ana',
+    });
+    const again = durableAgentRun({ ledger, tenantId: 'acme', runId: 'agents-op' });
+    const result = await again.run(() => runner.run(agentOf(again, model, lost), 'Refund'));
+    expect(result.finalOutput).toBe('Credited.');
+    expect(model.asked).toBe(2);
+    const results = (model.inputs[1] as unknown as { type?: string; output?: unknown }[]).filter(
+      (i) => i.type === 'function_call_result',
+    );
+    const told = JSON.stringify(results.map((r) => r.output));
+    expect(told).toContain('cr_console_77');
+    expect(told).toContain('the credit is in the billing console');
+    expect(told).toContain('operator ops-ana');
+    expect(billing.credits).toHaveLength(1);
   });
 
   it('streams: records the completed response before its calls run, and replays it as a stream', async () => {

@@ -268,6 +268,10 @@ export const NOTE = {
   rejected: 'An operator rejected this call at approval, so it was not run and nothing was changed.',
   invalidCall: 'This call was not run: it could not be made as given. Nothing was changed.',
   readFailed: 'This lookup failed on every try. It changed nothing.',
+  settledCompleted:
+    'An operator checked the downstream system and settled this call: it took effect. Do not make it again.',
+  tookEffect:
+    'Correction: this call was settled as not taken effect, but its effect then landed. It did take effect. Do not make it again.',
 } as const;
 
 export interface SeededCall {

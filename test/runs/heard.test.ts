@@ -7,11 +7,13 @@ import {
   STORES,
   TENANT,
   callIdsOf,
+  deferred,
   keyOf,
   scriptedAgent,
   seedDeadWorkerStep,
   startAndDrive,
   toolResultsIn,
+  waitFor,
   type OpenedStore,
   creditAndOwnerKeys,
 } from './fixtures.js';
@@ -23,6 +25,7 @@ import {
   FakeDownstream,
   issueCredit,
   lookupOrder,
+  OWNER,
 } from './tools.js';
 
 /*
@@ -337,5 +340,123 @@ describe.each(STORES)('what the model hears on %s', (_name, open) => {
     ]);
     expect(remove.executions).toEqual([]);
     expect(await store.ledger.list(TENANT, { runId: waiting.runId, limit: 10 })).toEqual([]);
+  });
+
+  it('hears an operator’s completed without a result as completed, with the reference and the reason, never a bare null', async () => {
+    const downstream = new FakeDownstream();
+    const owner = changeOwner(downstream, { applies: true });
+    const { agent, model } = scriptedAgent(
+      [{ toolCalls: [{ toolName: 'change_owner', input: OWNER }] }, { text: 'Done.' }],
+      [owner],
+      { onIndeterminate: 'pause' },
+    );
+    const runtime = runtimes.open(store, [agent]);
+    const waiting = await startAndDrive(runtime, 'Give acct_7 to dana.');
+    expect(waiting.status).toBe('awaiting_reconciliation');
+    const [id] = callIdsOf(waiting);
+    const key = keyOf(waiting, id ?? '');
+
+    // What an operator usually has: the downstream reference, not the tool's result.
+    await runtime.resolve({
+      tenantId: TENANT,
+      idempotencyKey: key,
+      status: 'completed',
+      reason: 'the CRM audit log shows the owner change',
+      resultReference: 'crm_audit_991',
+      actorId: OPERATOR,
+    });
+    const done = await runtime.drive(TENANT, waiting.runId);
+
+    expect(done.status).toBe('completed');
+    expect(model.received).toHaveLength(2);
+    expect(toolResultsIn(model.received[1])).toEqual([
+      {
+        toolCallId: id,
+        toolName: 'change_owner',
+        output: {
+          type: 'json',
+          value: {
+            status: 'completed',
+            result: null,
+            result_reference: 'crm_audit_991',
+            settled_by: `operator ${OPERATOR}`,
+            reason: 'the CRM audit log shows the owner change',
+            note: NOTE.settledCompleted,
+          },
+        },
+      },
+    ]);
+    expect(owner.executions).toEqual([key]);
+    expect(downstream.effects()).toEqual({ [key]: 1 });
+  });
+
+  it('corrects the model at its next step when a call it was told did not take effect lands after all (a conflict)', async () => {
+    const downstream = new FakeDownstream();
+    const landing = deferred();
+    // Times out (indeterminate), then its effect lands when released: a late outcome.
+    const owner = changeOwner(downstream, { applies: false, release: landing.promise });
+    const lookup = lookupOrder();
+    let key = '';
+    const { agent, model } = scriptedAgent(
+      async (_prompt, turn) => {
+        if (turn === 0) return { toolCalls: [{ toolName: 'change_owner', input: OWNER }] };
+        if (turn === 1) {
+          // The model was just told "did not take effect"; now the attempt's effect lands.
+          landing.resolve();
+          await waitFor(async () => (await store.ledger.get(TENANT, key))?.conflictAt != null);
+          return { toolCalls: [{ toolName: 'lookup_order', input: { orderId: 'o_1' } }] };
+        }
+        if (turn === 2) return { toolCalls: [{ toolName: 'lookup_order', input: { orderId: 'o_2' } }] };
+        return { text: 'Corrected.' };
+      },
+      [owner, lookup],
+      { onIndeterminate: 'pause' },
+    );
+    const runtime = runtimes.open(store, [agent]);
+    const waiting = await startAndDrive(runtime, 'Give acct_7 to dana.');
+    expect(waiting.status).toBe('awaiting_reconciliation');
+    const [id] = callIdsOf(waiting);
+    key = keyOf(waiting, id ?? '');
+    await runtime.resolve({
+      tenantId: TENANT,
+      idempotencyKey: key,
+      status: 'failed',
+      reason: 'nothing in the CRM audit log yet',
+      actorId: OPERATOR,
+    });
+    const done = await runtime.drive(TENANT, waiting.runId);
+
+    expect(done.status).toBe('completed');
+    expect(model.received).toHaveLength(4);
+    // Step 2 heard "did not take effect", as the ledger stood then.
+    expect(toolResultsIn(model.received[1])[0]?.output).toMatchObject({
+      type: 'error-json',
+      value: { status: 'did_not_take_effect', settled_by: `operator ${OPERATOR}` },
+    });
+    const record = await store.ledger.get(TENANT, key);
+    expect(record).toMatchObject({ status: 'failed', settledBy: { kind: 'operator', id: OPERATOR } });
+    expect(record?.conflictAt).not.toBeNull();
+    expect(downstream.effects()).toEqual({ [key]: 1 });
+
+    // Step 3 is corrected: the effect stands, with what landed; step 4 keeps that one correction.
+    const corrections = (prompt: (typeof model.received)[number] | undefined) =>
+      (prompt ?? []).flatMap((m) =>
+        m.role === 'user'
+          ? m.content.flatMap((p) => (p.type === 'text' && p.text.startsWith('Correction') ? [p.text] : []))
+          : [],
+      );
+    expect(corrections(model.received[1])).toEqual([]);
+    const [correction] = corrections(model.received[2]);
+    expect(correction).toContain(`tool call ${id} (change_owner)`);
+    const told = correction?.split(`tool call ${id} (change_owner): `)[1] ?? 'null';
+    expect(JSON.parse(told)).toEqual({
+      status: 'took_effect',
+      result: { receipt: 'rcpt_1', ...OWNER },
+      settled_by: `operator ${OPERATOR}`,
+      reason: 'nothing in the CRM audit log yet',
+      note: NOTE.tookEffect,
+    });
+    expect(corrections(model.received[3])).toEqual([correction]);
+    expect(owner.executions).toEqual([key]);
   });
 });

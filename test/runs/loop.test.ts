@@ -315,10 +315,14 @@ describe.each(STORES)('the run loop on %s', (_name, open) => {
       'transition:resolve:started->failed',
       'conflict:outcome:failed->completed',
     ]);
+    // The effect landed after the operator's forced `failed` (a conflict): the model hears that it
+    // took effect, never "did not take effect" about a credit that stands.
     const heard = toolResultsIn(model.received[1]);
     expect(heard).toHaveLength(1);
-    expect(JSON.stringify(heard[0]?.output)).toContain('did_not_take_effect');
-    expect(JSON.stringify(heard[0]?.output)).not.toContain('r_2500');
+    expect(heard[0]?.output).toMatchObject({
+      type: 'json',
+      value: { status: 'took_effect', settled_by: 'operator ops-ana' },
+    });
   });
 
   it('runs a step of 16 credits without a listener-leak warning, one effect per key', async () => {

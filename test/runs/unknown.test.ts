@@ -117,7 +117,16 @@ describe.each(STORES)('unknown calls on %s', (_name, open) => {
 
     expect(done.status).toBe('completed');
     expect(toolResultsIn(model.received[1]).map((h) => h.output)).toEqual([
-      { type: 'json', value: { status: 'completed', result: { owner: 'dana', changedAt: '2024-05-01' } } },
+      {
+        type: 'json',
+        value: {
+          status: 'completed',
+          result: { owner: 'dana', changedAt: '2024-05-01' },
+          settled_by: `operator ${OPERATOR}`,
+          reason: 'the CRM shows dana as owner',
+          note: NOTE.settledCompleted,
+        },
+      },
     ]);
     expect(owner.executions).toEqual([key]);
     expect(downstream.effects()).toEqual({ [key]: 1 });

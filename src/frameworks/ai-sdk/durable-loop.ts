@@ -25,8 +25,9 @@ import { modelProblem } from '../../models/model-version.js';
 import type { OncelyLanguageModel } from '../../models/ai-runtime.js';
 import type { LoopStep } from '../../store/index.js';
 import { LoopRun, type LoopRunOptions } from '../loop-run.js';
+import { correctionOwed } from '../../runs/corrections.js';
 import { heardRejected } from '../../runs/heard.js';
-import { aiSdkTool, heardOf } from './guarded-tool.js';
+import { aiSdkTool, heardOfRecordedCall } from './guarded-tool.js';
 
 export type DurableLoopOptions = LoopRunOptions;
 
@@ -39,7 +40,8 @@ export type LoopStop = OncelyError;
  * any of its tools runs (tool call ids minted here, never the provider's) and replays it after a
  * restart; `tools()` runs each tool under the ledger with the key `<runId>:<toolCallId>`. A call
  * whose outcome is unknown stops the loop: the model is not asked again, and `run()` throws
- * `RUN_CALL_UNKNOWN` naming the key to settle.
+ * `RUN_CALL_UNKNOWN` naming the key to settle, or `CALL_IN_FLIGHT` (with when to look again) while
+ * its attempt is still running in another process.
  *
  * @example
  * const loop = durableLoop({ ledger, tenantId: 'acme', runId: 'refund-42' });
@@ -93,17 +95,32 @@ export class DurableLoop extends LoopRun {
       wrapGenerate: async ({ doGenerate, params, model }) => {
         const standing = await this.#standing(params);
         if (standing !== undefined) return toGenerateResult(standing);
-        const result = await doGenerate();
+        const corrected = await this.#corrected(params);
+        const result = corrected === undefined ? await doGenerate() : await model.doGenerate(corrected);
         const recorded = toRecorded({ ...result, content: mintedContent(result.content) });
         return toGenerateResult(await this.#record(params, recorded, model.modelId));
       },
       wrapStream: async ({ doStream, params, model }) => {
         const standing = await this.#standing(params);
         if (standing !== undefined) return { stream: streamOf(toStreamParts(standing)) };
-        const result = await doStream();
+        const corrected = await this.#corrected(params);
+        const result = corrected === undefined ? await doStream() : await model.doStream(corrected);
         return { ...result, stream: this.#recordStream(result, params, model.modelId) };
       },
     };
+  }
+
+  /**
+   * The call with the correction the model is owed (a call it was told did not take effect, whose
+   * effect then landed) after the conversation, or undefined. Only the model sees it: the step is
+   * recorded under the conversation as the application sent it, so a replay finds it, and the
+   * correction is sent again with every later call (the application's history does not keep it).
+   */
+  async #corrected(params: LanguageModelV3CallOptions): Promise<LanguageModelV3CallOptions | undefined> {
+    const prompt = params.prompt as unknown as JsonValue[];
+    const correction = await correctionOwed(this.ledger, this.tenantId, this.runId, prompt);
+    if (correction === undefined) return undefined;
+    return { ...params, prompt: [...prompt, correction] as unknown as LanguageModelV3CallOptions['prompt'] };
   }
 
   /** Refuses a model call once the loop stopped; else the response recorded for this step, if any. */
@@ -214,7 +231,7 @@ export class DurableLoop extends LoopRun {
       }
       throw error;
     }
-    const heard = heardOf(outcome);
+    const heard = await heardOfRecordedCall(this.ledger.store.ledger, outcome);
     if (heard === undefined) throw this.unknownCall(outcome, tool);
     if (heard.kind === 'result') return heard.value;
     this.#heard.set(toolCallId, { type: heard.type, value: heard.value });

@@ -15,7 +15,7 @@ import { heardRejected } from '../../runs/heard.js';
 import { mintToolCallId } from '../../runs/messages.js';
 import type { LoopStep } from '../../store/index.js';
 import { assertTool, type Tool } from '../../tools/index.js';
-import { heardOf } from '../ai-sdk/guarded-tool.js';
+import { heardOfRecordedCall } from '../ai-sdk/guarded-tool.js';
 import { LoopRun, type LoopRunOptions } from '../loop-run.js';
 import { plainJson } from '../ai-sdk/recorded-response.js';
 
@@ -174,7 +174,7 @@ export class DurableAgentRun extends LoopRun {
         runId: this.runId,
         toolCallId: callId,
       });
-      const heard = heardOf(outcome);
+      const heard = await heardOfRecordedCall(this.ledger.store.ledger, outcome);
       if (heard === undefined) throw this.unknownCall(outcome, tool);
       return heard.value;
     } catch (error) {
