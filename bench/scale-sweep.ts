@@ -27,7 +27,7 @@ try {
   const started = performance.now();
   // One page of each waiting status per sweep, as a worker's sweeps go, until both have wrapped.
   for (let sweeps = 0; sweeps < 100_000; sweeps++) {
-    await sweepWaiting({ ledger, tools: new Map(), cursors, reconcileEveryMs: 0 });
+    await sweepWaiting({ ledger, cursors });
     if (cursors.size === 0) break;
   }
   const seconds = (performance.now() - started) / 1000;

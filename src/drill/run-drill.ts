@@ -523,9 +523,9 @@ export async function runDrill(options: DrillOptions): Promise<DrillReport> {
         void old.stop(timings.leaseMs * 2);
       }
     }
-    // Every run final, and every call settled: a run ended `failed` (RUN_RETRIES_EXCEEDED, its drives
-    // killed too often in a row) leaves its unknown calls as they stand, for no sweep asks hooks of a
-    // final run's calls; the operator settles them from the books once they are ten leases old.
+    // Every run final, and every call settled: the unknown calls of a run ended `failed`
+    // (RUN_RETRIES_EXCEEDED, its drives killed too often in a row) are settled by the workers' sweep
+    // where a hook can tell, and by the operator from the books once they are ten leases old.
     const finishBy = Date.now() + Math.max(60_000, 30 * timings.leaseMs);
     while (Date.now() < finishBy) {
       settled = await countSettled();

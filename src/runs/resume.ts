@@ -1,9 +1,7 @@
-import { reconcileHookOf, reconcileRecord, type Ledger } from '../calls/index.js';
-import { errorInfo } from '../errors/index.js';
+import type { Ledger } from '../calls/index.js';
 import { isUnknownStatus, type ToolExecutionRecord } from '../ledger/index.js';
 import type { PendingCall, RunSummary } from '../run-state/index.js';
 import type { WaitingCursor, WaitingRun } from '../store/index.js';
-import type { Tool } from '../tools/index.js';
 
 /** What a waiting run still waits for: unknown calls, or approvals not yet decided. */
 export interface Blockers {
@@ -56,27 +54,20 @@ export async function resumeIfReady(ledger: Ledger, tenantId: string, runId: str
 
 export interface SweepOptions {
   readonly ledger: Ledger;
-  /** Tools by name, to ask the reconcile hooks of unknown calls. */
-  readonly tools: ReadonlyMap<string, Tool>;
   /** Runs looked at per status and sweep. */
   readonly batch?: number;
-  /**
-   * A hook is asked about a call at most this often, the first time this long after the sweep first
-   * saw the call paused (the drive that paused it had just asked); it is a read, but of someone
-   * else's system. 0 asks on every sweep.
-   */
-  readonly reconcileEveryMs?: number;
-  readonly lastAsked?: Map<string, number>;
   /** Where the previous sweep stopped, per status: each sweep looks at the next page, then wraps. */
   readonly cursors?: Map<string, WaitingCursor>;
 }
 
 /**
- * One pass over (a page of) the waiting runs of every tenant: asks the reconcile hooks of paused runs' unknown
- * calls again (at most every `reconcileEveryMs`), and requeues every run nothing holds any more.
- * Returns the number of runs requeued. A page is read in bulk: the page, the records of all its runs'
- * pending calls and their approvals in three reads, then a compare-and-set requeue of each run
- * nothing holds (on its waiting status: a run that moved on meanwhile is left alone).
+ * One pass over (a page of) the waiting runs of every tenant: requeues every run nothing holds any
+ * more (its unknown calls settled by a hook, an operator or a late outcome; its approvals decided).
+ * The hooks themselves are asked by the reconcile sweep (`reconcileUnknownCalls`), for every unknown
+ * call whatever its run's status. Returns the number of runs requeued. A page is read in bulk: the
+ * page, the records of all its runs' pending calls and their approvals in three reads, then a
+ * compare-and-set requeue of each run nothing holds (on its waiting status: a run that moved on
+ * meanwhile is left alone).
  */
 export async function sweepWaiting(options: SweepOptions): Promise<number> {
   const { ledger } = options;
@@ -90,11 +81,7 @@ export async function sweepWaiting(options: SweepOptions): Promise<number> {
     else cursors.set(status, { at: last.updatedAt, tenantId: last.tenantId, runId: last.runId });
     const blockers = await blockersOfPage(ledger, status, page);
     for (const run of page) {
-      let held = blockers.get(run) ?? NOTHING;
-      // A hook may settle a call: what holds the run is read again, for it alone, after asking.
-      if (held.unknown.length > 0 && (await askHooks(options, held.unknown)))
-        held = await blockersOf(ledger, run);
-      if (!holds(held) && (await requeueFreed(ledger, run, status))) requeued += 1;
+      if (!holds(blockers.get(run) ?? NOTHING) && (await requeueFreed(ledger, run, status))) requeued += 1;
     }
   }
   return requeued;
@@ -135,34 +122,4 @@ async function blockersOfPage(
     held.set(run, { unknown: [], undecided });
   }
   return held;
-}
-
-/** Asks the reconcile hooks of these unknown calls, each at most every `reconcileEveryMs`. True when one was asked. */
-async function askHooks(options: SweepOptions, unknown: readonly ToolExecutionRecord[]): Promise<boolean> {
-  const every = options.reconcileEveryMs ?? 30_000;
-  const asked = options.lastAsked ?? new Map<string, number>();
-  if (asked.size > 10_000) asked.clear(); // settled keys are never asked again; forget them now and then
-  let any = false;
-  for (const record of unknown) {
-    const tool = options.tools.get(record.toolName);
-    const hook = tool === undefined ? undefined : reconcileHookOf(tool);
-    if (tool === undefined || hook === undefined) continue;
-    const last = asked.get(record.idempotencyKey);
-    if (last === undefined && every > 0) {
-      // First seen paused: the drive that paused it has just asked; wait a full interval from now.
-      asked.set(record.idempotencyKey, Date.now());
-      continue;
-    }
-    if (last !== undefined && Date.now() - last < every) continue;
-    asked.set(record.idempotencyKey, Date.now());
-    any = true;
-    try {
-      await reconcileRecord(options.ledger, tool, hook, record);
-    } catch (error) {
-      process.emitWarning(
-        `oncely: reconcile of ${record.idempotencyKey} failed: ${errorInfo(error).message}`,
-      );
-    }
-  }
-  return any;
 }

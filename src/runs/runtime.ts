@@ -47,6 +47,7 @@ import { initialMessages } from './messages.js';
 import { DeltaBus } from './stream-deltas.js';
 import { jsonInput, uiMessages, userMessage, type UiMessage, type UserContent } from './conversation.js';
 import { resumeIfReady, sweepWaiting } from './resume.js';
+import { DEFAULT_RECONCILE_EVERY_MS, ReconcileSweepState, reconcileUnknownCalls } from './reconcile-sweep.js';
 
 export const DEFAULT_LEASE_MS = 30_000;
 
@@ -66,8 +67,16 @@ export interface RuntimeOptions {
   readonly owner?: string;
   /** How long a claim holds a run without renewal; default 30 s. */
   readonly leaseMs?: number;
-  /** How often a paused run's reconcile hooks are asked again by `sweep()`; default 30 s. */
+  /**
+   * The first wait before `sweep()` asks a reconcile hook that could not tell about a call again
+   * (it doubles at each such answer, up to `reconcileMaxWaitMs`); also how long a call of a run that
+   * just paused is left alone (its drive has just asked). 0 asks on every sweep. Default 30 s.
+   */
   readonly reconcileEveryMs?: number;
+  /** The longest wait between two asks of one call's hook by `sweep()`; default 10 minutes. */
+  readonly reconcileMaxWaitMs?: number;
+  /** Reconcile hooks `sweep()` asks at most per pass, longest unknown calls first; default 20. */
+  readonly reconcilePerSweep?: number;
   /**
    * Drives of one run that may fail (throw, or die with their process) in a row before the run ends
    * `failed` with `RUN_RETRIES_EXCEEDED`; default 5. Counted at claim time.
@@ -153,7 +162,9 @@ export class Runtime {
   readonly onModelResponse: RuntimeOptions['onModelResponse'];
   readonly #ownsStore: boolean;
   readonly #reconcileEveryMs: number;
-  readonly #lastAsked = new Map<string, number>();
+  readonly #reconcileMaxWaitMs: number | undefined;
+  readonly #reconcilePerSweep: number | undefined;
+  readonly #reconcileSweep = new ReconcileSweepState();
   readonly #sweepCursors = new Map<string, WaitingCursor>();
   readonly #drives = new Set<Promise<DriveEnd>>();
   /** The drivers of the drives in flight, for `releaseDriven`. */
@@ -183,7 +194,9 @@ export class Runtime {
     this.tools = indexTools([...options.agents.flatMap((a) => a.tools), ...(options.tools ?? [])]);
     this.leaseMs = options.leaseMs ?? DEFAULT_LEASE_MS;
     this.#ownsStore = options.ownsStore ?? false;
-    this.#reconcileEveryMs = options.reconcileEveryMs ?? 30_000;
+    this.#reconcileEveryMs = options.reconcileEveryMs ?? DEFAULT_RECONCILE_EVERY_MS;
+    this.#reconcileMaxWaitMs = options.reconcileMaxWaitMs;
+    this.#reconcilePerSweep = options.reconcilePerSweep;
   }
 
   get store(): Store {
@@ -538,15 +551,23 @@ export class Runtime {
     return driven;
   }
 
-  /** Requeues the waiting runs that nothing holds any more; returns how many. */
-  sweep(): Promise<number> {
-    return sweepWaiting({
+  /**
+   * One sweep: asks the reconcile hooks of unknown calls of runs no driver is about to replay —
+   * paused, failed, completed or cancelled (a bounded number per pass, longest unknown first, each
+   * call with its own growing wait; see `reconcileUnknownCalls`) — then requeues the waiting runs
+   * that nothing holds any more. Returns how many runs were requeued.
+   */
+  async sweep(): Promise<number> {
+    const reconciled = await reconcileUnknownCalls({
       ledger: this.ledger,
       tools: this.tools,
-      reconcileEveryMs: this.#reconcileEveryMs,
-      lastAsked: this.#lastAsked,
-      cursors: this.#sweepCursors,
+      state: this.#reconcileSweep,
+      everyMs: this.#reconcileEveryMs,
+      ...(this.#reconcileMaxWaitMs === undefined ? {} : { maxWaitMs: this.#reconcileMaxWaitMs }),
+      ...(this.#reconcilePerSweep === undefined ? {} : { perPass: this.#reconcilePerSweep }),
     });
+    const requeued = await sweepWaiting({ ledger: this.ledger, cursors: this.#sweepCursors });
+    return reconciled.requeued + requeued;
   }
 
   approve(decision: ApprovalDecision): Promise<ApprovalRecord> {

@@ -56,7 +56,13 @@ export type {
   RecordStepRequest,
   RecordStepResult,
 } from './step-writes.js';
-export type { MonitorStore, StoreStats, UnknownCallFilter } from './monitor-store.js';
+export type {
+  MonitorStore,
+  StoreStats,
+  UnknownCallFilter,
+  UnknownCallOfRun,
+  UnknownCallPosition,
+} from './monitor-store.js';
 export type { LoopStep, LoopStepStore, NewLoopStep } from './loop-step-store.js';
 export type { HeldRun, WorkerBeat, WorkerStore, WorkerView } from './worker-store.js';
 export type { ToolSlotStore } from './tool-slot-store.js';

@@ -56,6 +56,26 @@ SELECT t.* ${unknownFrom('sqlite', '')}
 ORDER BY ${DIALECT.sqlite.deadline}, t.idempotency_key LIMIT @limit`,
 } as const;
 
+/**
+ * A page of every tenant's unknown calls, longest unknown first, after a (deadline, tenant, key)
+ * cursor, each with its run's status (null for a call of no run): what the reconcile sweep asks the
+ * hooks of — calls of runs that wait, ended or were cancelled. Calls of a `queued` or `running` run
+ * are left to its driver, which asks the hook itself when it replays the call. Served by `tool_executions_unknown_all` (schema 0015 on
+ * PostgreSQL, 0013 on SQLite): a page is a range of it that ends at the first deadline not yet passed.
+ */
+export const UNKNOWN_CALLS_OF_ALL_TENANTS = {
+  postgres: `
+SELECT t.*, r.status AS run_status ${unknownFrom('postgres', '$1')}
+  AND (r.status IS NULL OR r.status NOT IN ('queued', 'running'))
+  AND ($2::bigint IS NULL OR (${DIALECT.postgres.deadline}, t.tenant_id, t.idempotency_key) > ($2::bigint, $3::text, $4::text))
+ORDER BY ${DIALECT.postgres.deadline}, t.tenant_id, t.idempotency_key LIMIT $5`,
+  sqlite: `
+SELECT t.*, r.status AS run_status ${unknownFrom('sqlite', '')}
+  AND (r.status IS NULL OR r.status NOT IN ('queued', 'running'))
+  AND (@afterAt IS NULL OR (${DIALECT.sqlite.deadline}, t.tenant_id, t.idempotency_key) > (@afterAt, @afterTenant, @afterKey))
+ORDER BY ${DIALECT.sqlite.deadline}, t.tenant_id, t.idempotency_key LIMIT @limit`,
+} as const;
+
 /** Per tenant with any: how many unknown calls, and when the oldest one's attempt started. */
 export const UNKNOWN_BY_TENANT = {
   postgres: `

@@ -15,6 +15,19 @@ export interface UnknownCallFilter {
   readonly after?: ListCursor;
 }
 
+/** A position in the order of every tenant's unknown calls: the deadline of the last attempt (ISO), tenant, key. */
+export interface UnknownCallPosition {
+  readonly at: string;
+  readonly tenantId: string;
+  readonly key: string;
+}
+
+/** An unknown call of any tenant, with the status of its run (null: a call of no run). */
+export interface UnknownCallOfRun {
+  readonly record: ToolExecutionRecord;
+  readonly runStatus: RunStatus | null;
+}
+
 /** Counts over the whole database, for `/metrics`. */
 export interface StoreStats {
   readonly calls: readonly {
@@ -42,6 +55,17 @@ export interface MonitorStore {
    * flight are not read to fill a page: a page is a range of the index on the deadline.
    */
   unknownCalls(tenantId: string, filter: UnknownCallFilter): Promise<ToolExecutionRecord[]>;
+  /**
+   * Every tenant's unknown calls, as `unknownCalls` defines them, of runs no driver is about to
+   * replay (not `queued` or `running`: waiting, ended, cancelled) and of no run, longest unknown
+   * first (by the deadline of their last attempt, then tenant and key), strictly after `after`: a
+   * page of the index `tool_executions_unknown_all`. What the reconcile sweep reads.
+   */
+  unknownCallsOfAllTenants(filter: {
+    readonly limit: number;
+    readonly marginMs: number;
+    readonly after?: UnknownCallPosition;
+  }): Promise<UnknownCallOfRun[]>;
   /** Counts for `/metrics`; unknown calls as `unknownCalls` defines them, with this margin. */
   stats(options: { readonly marginMs: number }): Promise<StoreStats>;
 }

@@ -150,6 +150,7 @@ export class Runtimes {
       owner?: string;
       leaseMs?: number;
       reconcileEveryMs?: number;
+      reconcilePerSweep?: number;
       landingMarginMs?: number;
       maxDriveAttempts?: number;
       retryBaseMs?: number;
@@ -164,6 +165,7 @@ export class Runtimes {
       ...(options.maxDriveAttempts === undefined ? {} : { maxDriveAttempts: options.maxDriveAttempts }),
       ...(options.retryBaseMs === undefined ? {} : { retryBaseMs: options.retryBaseMs }),
       ...(options.reconcileEveryMs === undefined ? {} : { reconcileEveryMs: options.reconcileEveryMs }),
+      ...(options.reconcilePerSweep === undefined ? {} : { reconcilePerSweep: options.reconcilePerSweep }),
     });
     this.#open.push(runtime);
     return runtime;

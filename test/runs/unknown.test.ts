@@ -299,8 +299,7 @@ describe.each(STORES)('unknown calls on %s', (_name, open) => {
     // Settled where no runtime sees it (a library call in another process): only the sweep can notice.
     await settleUnseen(runtime, newest);
     const cursors = new Map();
-    const sweep = () =>
-      sweepWaiting({ ledger: runtime.ledger, tools: runtime.tools, batch: 2, cursors, reconcileEveryMs: 0 });
+    const sweep = () => sweepWaiting({ ledger: runtime.ledger, batch: 2, cursors });
     // Other tests of this file left runs waiting too: however many, the sweep pages through them all.
     const waiting = await store.runs.listWaiting('awaiting_reconciliation', 1_000);
     let sweeps = 0;
@@ -341,12 +340,7 @@ describe.each(STORES)('unknown calls on %s', (_name, open) => {
     const ledger = Object.assign(Object.create(runtime.ledger) as typeof runtime.ledger, { store: watched });
     // Other tests of this file left runs waiting too: one page holds them all.
     const waiting = await store.runs.listWaiting('awaiting_reconciliation', 1_000);
-    const requeued = await sweepWaiting({
-      ledger,
-      tools: runtime.tools,
-      batch: 1_000,
-      reconcileEveryMs: 60_000,
-    });
+    const requeued = await sweepWaiting({ ledger, batch: 1_000 });
 
     expect(requeued).toBeGreaterThanOrEqual(3);
     for (const [i, run] of paused.entries()) {

@@ -9,7 +9,7 @@ import { openStore } from '../../src/store/index.js';
 import { hotStatements } from '../../src/store/postgres/prepared.js';
 import { stepGroupStatement } from '../../src/store/postgres/steps.js';
 import { HOT_SETTINGS } from '../../src/store/postgres/postgres-store.js';
-import { UNKNOWN_CALLS } from '../../src/store/monitor-sql.js';
+import { UNKNOWN_CALLS, UNKNOWN_CALLS_OF_ALL_TENANTS } from '../../src/store/monitor-sql.js';
 import { APPROVALS_PAGE, LIST_WAITING, RUN_EVENTS } from '../../src/store/runs-sql.js';
 import { defineTool, external } from '../../src/tools/index.js';
 import { createTestDatabase } from '../support/databases.js';
@@ -315,6 +315,33 @@ describe('generic plans of the hot statements (PostgreSQL)', () => {
             ? (node['Actual Rows'] ?? 0) + (node['Rows Removed by Filter'] ?? 0)
             : 0) + (node.Plans ?? []).reduce((n, p) => n + read(p), 0);
         expect(read(unknownPlan)).toBeLessThanOrEqual(30);
+      }
+      // The reconcile sweep's page of every tenant's unknown calls, first and after a cursor: a range
+      // of tool_executions_unknown_all in its order, ending at the first deadline not yet passed.
+      for (const after of [null, 15]) {
+        const { rows: explained } = await client.query<{ 'QUERY PLAN': [{ Plan: PlanNode }] }>({
+          text: `EXPLAIN (ANALYZE, FORMAT JSON) ${UNKNOWN_CALLS_OF_ALL_TENANTS.postgres}`,
+          values: [
+            5_000,
+            after === null ? null : Date.now() - after * 60_000,
+            after === null ? null : TENANT,
+            after === null ? null : 'lost_15',
+            80,
+          ],
+        });
+        const sweepPlan = explained[0]!['QUERY PLAN'][0].Plan;
+        expect(scans(sweepPlan)).toEqual([
+          'Index Scan on tool_executions using tool_executions_unknown_all',
+          'Index Scan on runs using runs_pkey',
+        ]);
+        expect(JSON.stringify(sweepPlan)).not.toMatch(/"Node Type":"(Incremental )?Sort"/);
+        const read = (
+          node: PlanNode & { 'Actual Rows'?: number; 'Rows Removed by Filter'?: number },
+        ): number =>
+          (node['Index Name'] === 'tool_executions_unknown_all'
+            ? (node['Actual Rows'] ?? 0) + (node['Rows Removed by Filter'] ?? 0)
+            : 0) + (node.Plans ?? []).reduce((n, p) => n + read(p), 0);
+        expect(read(sweepPlan)).toBeLessThanOrEqual(30);
       }
       // The step's writes do read their rows (the check above is not vacuous).
       expect(found.get('oncely_record_step')).toContain(

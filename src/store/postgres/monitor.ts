@@ -1,6 +1,12 @@
 import type { LedgerStatus, ToolExecutionRecord } from '../../ledger/index.js';
 import type { RunStatus } from '../../run-state/index.js';
-import type { MonitorStore, StoreStats, UnknownCallFilter } from '../monitor-store.js';
+import type {
+  MonitorStore,
+  StoreStats,
+  UnknownCallFilter,
+  UnknownCallOfRun,
+  UnknownCallPosition,
+} from '../monitor-store.js';
 import { toRecord, type ExecutionRow } from '../rows.js';
 import {
   CALLS_BY_TOOL,
@@ -8,6 +14,7 @@ import {
   RUNS_BY_STATUS,
   UNKNOWN_BY_TENANT,
   UNKNOWN_CALLS,
+  UNKNOWN_CALLS_OF_ALL_TENANTS,
 } from '../monitor-sql.js';
 import type { Queryable } from './ledger.js';
 
@@ -26,6 +33,24 @@ export class PostgresMonitor implements MonitorStore {
       Math.max(0, Math.round(filter.marginMs)),
     ]);
     return rows.map(toRecord);
+  }
+
+  async unknownCallsOfAllTenants(filter: {
+    readonly limit: number;
+    readonly marginMs: number;
+    readonly after?: UnknownCallPosition;
+  }): Promise<UnknownCallOfRun[]> {
+    const { rows } = await this.db.query<ExecutionRow & { run_status: string | null }>(
+      UNKNOWN_CALLS_OF_ALL_TENANTS.postgres,
+      [
+        Math.max(0, Math.round(filter.marginMs)),
+        filter.after === undefined ? null : Date.parse(filter.after.at),
+        filter.after?.tenantId ?? null,
+        filter.after?.key ?? null,
+        filter.limit,
+      ],
+    );
+    return rows.map((row) => ({ record: toRecord(row), runStatus: row.run_status as RunStatus | null }));
   }
 
   async stats(options: { readonly marginMs: number }): Promise<StoreStats> {

@@ -1,7 +1,13 @@
 import type Database from 'better-sqlite3';
 import type { LedgerStatus, ToolExecutionRecord } from '../../ledger/index.js';
 import type { RunStatus } from '../../run-state/index.js';
-import type { MonitorStore, StoreStats, UnknownCallFilter } from '../monitor-store.js';
+import type {
+  MonitorStore,
+  StoreStats,
+  UnknownCallFilter,
+  UnknownCallOfRun,
+  UnknownCallPosition,
+} from '../monitor-store.js';
 import { toRecord, type ExecutionRow } from '../rows.js';
 import {
   CALLS_BY_TOOL,
@@ -9,6 +15,7 @@ import {
   RUNS_BY_STATUS,
   UNKNOWN_BY_TENANT,
   UNKNOWN_CALLS,
+  UNKNOWN_CALLS_OF_ALL_TENANTS,
 } from '../monitor-sql.js';
 import { settle } from './settle.js';
 
@@ -30,6 +37,27 @@ export class SqliteMonitor implements MonitorStore {
           limit: filter.limit,
         })
         .map(toRecord),
+    );
+  }
+
+  unknownCallsOfAllTenants(filter: {
+    readonly limit: number;
+    readonly marginMs: number;
+    readonly after?: UnknownCallPosition;
+  }): Promise<UnknownCallOfRun[]> {
+    return settle(() =>
+      this.db
+        .prepare<[Record<string, unknown>], ExecutionRow & { run_status: string | null }>(
+          UNKNOWN_CALLS_OF_ALL_TENANTS.sqlite,
+        )
+        .all({
+          ...knownBy(filter.marginMs),
+          afterAt: filter.after === undefined ? null : Date.parse(filter.after.at),
+          afterTenant: filter.after?.tenantId ?? null,
+          afterKey: filter.after?.key ?? null,
+          limit: filter.limit,
+        })
+        .map((row) => ({ record: toRecord(row), runStatus: row.run_status as RunStatus | null })),
     );
   }
 
