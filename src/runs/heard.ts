@@ -184,6 +184,16 @@ export function heardOf(outcome: ToolCallOutcome, reason: string | null): HeardR
   }
 }
 
+/** Whether what the model hears of an outcome needs its record's history (`heardOfRecorded`). */
+export function toldFromHistory(outcome: ToolCallOutcome): boolean {
+  const { record } = outcome;
+  return (
+    (outcome.status === 'failed' && record.conflictAt !== null) ||
+    outcome.status === 'compensated' ||
+    (outcome.status === 'completed' && record.settledBy?.kind === 'operator')
+  );
+}
+
 /**
  * `heardOf`, with what the words need from the record's history read first: an operator's reason for
  * a completion, a compensation's reason, what landed on a call settled `failed` (a conflict). Only
@@ -194,11 +204,8 @@ export async function heardOfRecorded(
   outcome: ToolCallOutcome,
 ): Promise<HeardResult | undefined> {
   const { record } = outcome;
+  if (!toldFromHistory(outcome)) return heardOf(outcome, null);
   const conflict = outcome.status === 'failed' && record.conflictAt !== null;
-  const reasoned =
-    outcome.status === 'compensated' ||
-    (outcome.status === 'completed' && record.settledBy?.kind === 'operator');
-  if (!conflict && !reasoned) return heardOf(outcome, null);
   const history = await store.history(record.tenantId, record.idempotencyKey);
   if (conflict) return heardTookEffect(record, landedIn(history));
   const settled = history.findLast((e) => e.kind === 'transition' && e.to === record.status);

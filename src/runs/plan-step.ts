@@ -156,10 +156,10 @@ async function settledMeanwhile(
   context: PlanContext,
   record: ToolExecutionRecord,
 ): Promise<HeardResult | undefined> {
+  // A completion an operator recorded goes through the reservation like any completed call (it is
+  // replayed, and traced so); it is told with the operator's reason there (`withRecordedReasons`).
   const settled =
-    record.status === 'compensated' ||
-    (record.status === 'failed' && record.settledBy?.kind !== 'reconcile') ||
-    (record.status === 'completed' && record.settledBy?.kind === 'operator');
+    record.status === 'compensated' || (record.status === 'failed' && record.settledBy?.kind !== 'reconcile');
   if (!settled) return undefined;
   return heardOfRecorded(context.ledger.store.ledger, outcomeOfRecord(record));
 }

@@ -15,7 +15,7 @@ import {
 import { crashPoint, unsafeSwitch } from '../crash/index.js';
 import { OncelyError, errorInfo } from '../errors/index.js';
 import type { ToolExecutionRecord } from '../ledger/index.js';
-import type { Checkpoint, CheckpointStatus, PendingCall } from '../run-state/index.js';
+import type { Checkpoint, CheckpointStatus, HeardResult, PendingCall } from '../run-state/index.js';
 import {
   foreseenRecord,
   type NewApproval,
@@ -25,7 +25,7 @@ import {
   type TransitionResult,
 } from '../store/index.js';
 import { inSeconds, type DriveEnd, type RunDriver, type SaveExtras } from './driver.js';
-import { heardOf } from './heard.js';
+import { heardOf, heardOfRecorded, toldFromHistory } from './heard.js';
 import { toolMessage } from './messages.js';
 import { planStep, type StepPlan } from './plan-step.js';
 
@@ -211,10 +211,11 @@ interface Told {
 async function commit(
   driver: RunDriver,
   calls: readonly PendingCall[],
-  plan: StepPlan,
+  planned: StepPlan,
   progress: Map<string, CallProgress>,
   mayPassAgain: boolean,
 ): Promise<DriveEnd | undefined | 'again'> {
+  const plan = await withRecordedReasons(driver, planned, progress);
   const executed = [...progress].filter((e): e is [string, Executed] => e[1].kind === 'executed');
   const requests = executed.map(([, p]) => executedTransition(driver.ledger, p));
   const foreseen = executed.map(([, p], i) => foreseenRecord(p.record, requests[i]!));
@@ -263,6 +264,27 @@ async function commit(
   for (const [p, w] of writes) afterWrite(driver.ledger, p, w);
   await crashPoint('tool.after-record');
   return result;
+}
+
+/**
+ * The plan with what the model hears of each call the ledger had already settled in a way whose words
+ * need its history (an operator's completion and reason, a compensation, a conflict): read once here,
+ * only for those calls. Every other outcome is told from its record alone.
+ */
+async function withRecordedReasons(
+  driver: RunDriver,
+  plan: StepPlan,
+  progress: Map<string, CallProgress>,
+): Promise<StepPlan> {
+  let heard: Map<string, HeardResult> | undefined;
+  for (const [id, p] of progress) {
+    if (p.kind !== 'settled' || plan.heard.has(id) || !toldFromHistory(p.outcome)) continue;
+    const told = await heardOfRecorded(driver.ledger.store.ledger, p.outcome);
+    if (told === undefined) continue;
+    heard ??= new Map(plan.heard);
+    heard.set(id, told);
+  }
+  return heard === undefined ? plan : { ...plan, heard };
 }
 
 /**
