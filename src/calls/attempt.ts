@@ -1,7 +1,7 @@
-import { setTimeout as sleep } from 'node:timers/promises';
 import { OncelyError, ToolNotAttemptedError, errorInfo } from '../errors/index.js';
 import type { ErrorInfo } from '../ledger/index.js';
 import { backoffDelay, type Effect, type ToolContext } from '../tools/index.js';
+import type { Clock } from '../util/clock.js';
 
 /** What one reservation's tries came to. */
 export type AttemptOutcome =
@@ -29,6 +29,10 @@ export interface AttemptPlan {
   readonly run: (context: ToolContext) => unknown;
   /** Told of each try's execution as it starts; it settles when the tool answers, however late. */
   readonly onExecution?: (execution: Promise<unknown>) => void;
+  /** The time of the timeout and of the backoff between a read's tries. */
+  readonly clock: Clock;
+  /** The jitter of that backoff, a number in [0, 1). */
+  readonly random: () => number;
 }
 
 /**
@@ -64,7 +68,7 @@ export async function runAttempts(plan: AttemptPlan): Promise<AttemptOutcome> {
       };
     }
     try {
-      await sleep(backoffDelay(plan.effect, retry), undefined, plan.signal ? { signal: plan.signal } : {});
+      await plan.clock.sleep(backoffDelay(plan.effect, retry, plan.random), plan.signal);
     } catch {
       // The caller gave up while we waited; the next try sees the aborted signal and stops.
     }
@@ -89,7 +93,7 @@ function notStarted(reason: unknown): AttemptOutcome {
 async function tryOnce(plan: AttemptPlan, retry: number): Promise<TryResult> {
   const controller = new AbortController();
   // The timeout's error (and its stack) is built only when it fires.
-  const timer = setTimeout(() => {
+  const timer = plan.clock.setTimeout(() => {
     controller.abort(
       new OncelyError('TOOL_TIMEOUT', `no answer within ${plan.timeoutMs} ms; the request may have left`),
     );
@@ -122,7 +126,7 @@ async function tryOnce(plan: AttemptPlan, retry: number): Promise<TryResult> {
     }
     return first;
   } finally {
-    clearTimeout(timer);
+    plan.clock.clearTimeout(timer);
     plan.signal?.removeEventListener('abort', onCallerAbort);
   }
 }

@@ -87,6 +87,8 @@ export async function compensateToolCall(
   const outcome = await runAttempts({
     effect: { ...tool.effect, kind: reserveRequest.effect, attempts: 1 },
     timeoutMs: tool.timeoutMs,
+    clock: ledger.clock,
+    random: ledger.random,
     context: {
       idempotencyKey: compensation.idempotencyKey,
       runId: compensation.runId,

@@ -342,7 +342,7 @@ async function proceed(
 function waitingOutcome(ledger: Ledger, record: ToolExecutionRecord, why: string): ToolCallOutcome {
   const here = ledger.attemptInFlight(record.tenantId, record.idempotencyKey);
   const until = landsUntil(record, ledger.landingMarginMs);
-  const known = !here || until > Date.now();
+  const known = !here || until > ledger.clock.now();
   return {
     status: 'unknown',
     record,
@@ -362,6 +362,8 @@ async function runReserved(
   const outcome = await runAttempts({
     effect: tool.effect,
     timeoutMs: tool.timeoutMs,
+    clock: ledger.clock,
+    random: ledger.random,
     signal,
     onExecution: (execution) => ledger.holdAttempt(record.tenantId, record.idempotencyKey, execution),
     context: {

@@ -1,5 +1,4 @@
 import { hostname } from 'node:os';
-import { setTimeout as sleep } from 'node:timers/promises';
 import {
   DEFAULT_LANDING_MARGIN_MS,
   DEFAULT_MAX_ATTEMPTS,
@@ -11,6 +10,7 @@ import {
   type ToolExecutionRecord,
 } from '../ledger/index.js';
 import { openStore, type OpenStoreOptions, type Store } from '../store/index.js';
+import { realClock, type Clock } from '../util/clock.js';
 
 /** Where the ledger says what went wrong loudly (a pino logger fits). */
 export interface LedgerLog {
@@ -34,6 +34,13 @@ export interface LedgerOptions {
    * crashed process's slot stays taken; default 30000 ms.
    */
   readonly toolSlotLeaseMs?: number;
+  /**
+   * The time of every attempt's timeout, backoff, slot renewal and wait, and of what may still land;
+   * default the machine's. Give the store the same clock (`openStore(url, { clock })`).
+   */
+  readonly clock?: Clock;
+  /** The jitter of a read's backoff, a number in [0, 1); default `Math.random`. */
+  readonly random?: () => number;
 }
 
 export const DEFAULT_TOOL_SLOT_LEASE_MS = 30_000;
@@ -55,6 +62,8 @@ export class Ledger {
   readonly maxAttempts: number;
   readonly log: LedgerLog;
   readonly toolSlotLeaseMs: number;
+  readonly clock: Clock;
+  readonly random: () => number;
   private readonly inFlight = new Set<Promise<void>>();
   /** Attempts whose execution has not settled yet, by tenant and key. */
   private readonly running = new Map<string, number>();
@@ -66,6 +75,10 @@ export class Ledger {
     this.maxAttempts = options.maxAttempts ?? DEFAULT_MAX_ATTEMPTS;
     this.log = options.log ?? stderrLog;
     this.toolSlotLeaseMs = options.toolSlotLeaseMs ?? DEFAULT_TOOL_SLOT_LEASE_MS;
+    this.clock = options.clock ?? realClock;
+    // The one default draw: everything below the runtime takes its jitter from here.
+    // eslint-disable-next-line no-restricted-properties
+    this.random = options.random ?? Math.random;
   }
 
   /** Keeps a background write (a late outcome) so `drain()` and `close()` can wait for it. */
@@ -97,7 +110,7 @@ export class Ledger {
       record,
       inFlightHere: this.attemptInFlight(record.tenantId, record.idempotencyKey),
       otherLeaseLive: false,
-      nowMs: Date.now(),
+      nowMs: this.clock.now(),
       marginMs: this.landingMarginMs,
     });
   }
@@ -149,14 +162,19 @@ export class Ledger {
    * `timeoutMs` has passed (false: some are still out; their calls stay as recorded, unknown).
    */
   async drain(options: { timeoutMs?: number } = {}): Promise<boolean> {
-    const deadline = Date.now() + (options.timeoutMs ?? Number.POSITIVE_INFINITY);
+    const deadline = this.clock.now() + (options.timeoutMs ?? Number.POSITIVE_INFINITY);
     while (this.inFlight.size > 0) {
-      const left = deadline - Date.now();
+      const left = deadline - this.clock.now();
       if (left <= 0) return false;
+      const wait = new AbortController();
       const timer = Number.isFinite(left)
-        ? sleep(left, 'timeout' as const)
+        ? this.clock.sleep(left, wait.signal).catch(() => undefined)
         : new Promise<never>(() => undefined);
-      await Promise.race([Promise.allSettled([...this.inFlight]), timer]);
+      try {
+        await Promise.race([Promise.allSettled([...this.inFlight]), timer]);
+      } finally {
+        wait.abort();
+      }
     }
     return true;
   }

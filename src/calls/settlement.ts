@@ -9,6 +9,7 @@ import { decideHookAnswer, toJsonValue, type JsonValue, type ToolExecutionRecord
 import type { TransitionResult } from '../store/index.js';
 import type { ReconcileHook, Tool } from '../tools/index.js';
 import type { Ledger } from './ledger.js';
+import type { Clock, ClockTimer } from '../util/clock.js';
 
 const RECONCILE_ACTOR = 'hook';
 
@@ -51,7 +52,7 @@ export async function reconcileRecord(
   record: ToolExecutionRecord,
   options: ReconcileOptions = {},
 ): Promise<ToolExecutionRecord> {
-  const answer = await askHook(hook, record, tool, options.signal);
+  const answer = await askHook(ledger.clock, hook, record, tool, options.signal);
   const actor = { kind: 'reconcile' as const, id: `${RECONCILE_ACTOR}:${tool.name}` };
   const where = { tenantId: record.tenantId, idempotencyKey: record.idempotencyKey };
   const mayLand = ledger.mayLand(record);
@@ -108,15 +109,16 @@ export async function reconcileRecord(
  * the caller moves on (its promise is left to settle on its own). Its signal is aborted either way.
  */
 async function askHook(
+  clock: Clock,
   hook: ReconcileHook,
   record: ToolExecutionRecord,
   tool: Tool,
   signal?: AbortSignal,
 ): Promise<Answer> {
   const controller = new AbortController();
-  let timer: NodeJS.Timeout | undefined;
+  let timer: ClockTimer | undefined;
   const timedOut = new Promise<Answer>((resolve) => {
-    timer = setTimeout(() => {
+    timer = clock.setTimeout(() => {
       const reason = `reconcile hook did not answer within ${tool.timeoutMs} ms`;
       controller.abort(new OncelyError('TOOL_TIMEOUT', reason));
       resolve({ status: 'unknown', reason });
@@ -144,7 +146,7 @@ async function askHook(
   try {
     return await Promise.race([asked, timedOut]);
   } finally {
-    clearTimeout(timer);
+    clock.clearTimeout(timer);
     signal?.removeEventListener('abort', onAbort);
   }
 }
@@ -203,7 +205,9 @@ export async function stillRunning(ledger: Ledger, record: ToolExecutionRecord):
   if (record.compensationOf === null) {
     const run = await ledger.store.runs.summary(record.tenantId, record.runId);
     const live =
-      run?.status === 'running' && run.leaseExpiresAt !== null && Date.parse(run.leaseExpiresAt) > Date.now();
+      run?.status === 'running' &&
+      run.leaseExpiresAt !== null &&
+      Date.parse(run.leaseExpiresAt) > ledger.clock.now();
     if (live) return `run ${record.runId} is held by a live driver (${run.leaseOwner ?? 'unknown'})`;
   }
   if (ledger.mayLand(record)) {

@@ -1,4 +1,5 @@
 import type { ToolSlotStore } from '../store/index.js';
+import type { Clock } from '../util/clock.js';
 
 interface Waiter {
   readonly tools: readonly string[];
@@ -33,16 +34,22 @@ export class SlotBell {
   }
 
   /**
-   * Waits until a slot of one of `tools` is freed (a ring), `ms` pass, or `signal` aborts (rejecting
+   * Waits until a slot of one of `tools` is freed (a ring), `ms` pass on `clock`, or `signal` aborts (rejecting
    * with its reason). Ends at once when a ring came after `since` (a `rung` read before the caller
    * last tried to take its slots).
    */
-  wait(tools: readonly string[], since: number, ms: number, signal: AbortSignal | undefined): Promise<void> {
+  wait(
+    clock: Clock,
+    tools: readonly string[],
+    since: number,
+    ms: number,
+    signal: AbortSignal | undefined,
+  ): Promise<void> {
     if (signal?.aborted) return Promise.reject(signal.reason as Error);
     if (this.#rung !== since) return Promise.resolve();
     return new Promise<void>((resolve, reject) => {
       const leave = (): void => {
-        clearTimeout(timer);
+        clock.clearTimeout(timer);
         signal?.removeEventListener('abort', onAbort);
         for (const tool of tools) {
           const waiters = this.#waiters.get(tool);
@@ -59,7 +66,7 @@ export class SlotBell {
         leave();
         reject(signal?.reason as Error);
       };
-      const timer = setTimeout(wake, ms);
+      const timer = clock.setTimeout(wake, ms);
       signal?.addEventListener('abort', onAbort, { once: true });
       for (const tool of tools) {
         const waiters = this.#waiters.get(tool) ?? new Set<Waiter>();

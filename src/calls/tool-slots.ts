@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { errorInfo } from '../errors/index.js';
 import type { Tool } from '../tools/index.js';
 import type { CallProgress } from './execute-tool-call.js';
+import type { ClockTimer } from '../util/clock.js';
 import type { Ledger } from './ledger.js';
 import { slotBell, type SlotBell } from './slot-bell.js';
 
@@ -17,7 +18,7 @@ type Progress = CallProgress | 'not-run' | undefined;
 
 /** A slot of a limited tool held for one call: its lease renewed while held. */
 class HeldSlot {
-  readonly #timer: NodeJS.Timeout;
+  readonly #timer: ClockTimer;
   #renewing: Promise<unknown> = Promise.resolve();
 
   constructor(
@@ -28,7 +29,7 @@ class HeldSlot {
     private readonly holder: string,
   ) {
     const leaseMs = ledger.toolSlotLeaseMs;
-    this.#timer = setInterval(
+    this.#timer = ledger.clock.setInterval(
       () => {
         // A renewal that fails (the store unreachable) is tried again at the next tick; past the lease
         // the slot may be taken by another call, as it would be if this process had died.
@@ -46,7 +47,7 @@ class HeldSlot {
    * lease expires (its renewals have stopped).
    */
   async release(progress: Progress): Promise<void> {
-    clearInterval(this.#timer);
+    this.ledger.clock.clearInterval(this.#timer);
     await this.#renewing;
     const known =
       progress === 'not-run' ||
@@ -107,7 +108,7 @@ export async function inToolSlots<C extends { readonly tool: Tool }>(
     if (ran) waitMs = FIRST_WAIT_MS;
     else {
       const tools = [...new Set(later.map((call) => call.tool.name))];
-      await bell.wait(tools, since, waitMs, signal);
+      await bell.wait(ledger.clock, tools, since, waitMs, signal);
       waitMs = Math.min(MAX_WAIT_MS, waitMs * 2);
     }
     waiting = later;

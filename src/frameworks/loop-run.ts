@@ -110,7 +110,7 @@ export abstract class LoopRun {
 
   #inFlight(key: string, tool: Tool, waiting: { why: string; retryAt: string | null }): OncelyError {
     const { retryAt } = waiting;
-    const retryAfterMs = retryAt === null ? null : Math.max(0, Date.parse(retryAt) - Date.now());
+    const retryAfterMs = retryAt === null ? null : Math.max(0, Date.parse(retryAt) - this.ledger.clock.now());
     const when =
       retryAt === null
         ? 'run again once its tool answers'

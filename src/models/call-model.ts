@@ -10,6 +10,7 @@ import { aiRuntime, type AiRuntime, type DescribedTools, type OncelyLanguageMode
 import { OncelyError, isOncelyError } from '../errors/index.js';
 import type { Tool } from '../tools/index.js';
 import { ModelPrompt } from './model-prompt.js';
+import { realClock, type Clock } from '../util/clock.js';
 
 /** One tool call of a model's response, as the model made it. Its id is the provider's, not trusted. */
 export interface ModelToolCall {
@@ -89,6 +90,8 @@ export interface CallModelOptions {
    * throws is ignored.
    */
   readonly onDelta?: (delta: ModelDelta) => void;
+  /** The time of `timeoutMs`; default the machine's. */
+  readonly clock?: Clock;
 }
 
 /** A piece of a streamed response, as it arrives. */
@@ -118,7 +121,10 @@ export const DEFAULT_MODEL_RETRIES = 2;
  * for (const call of turn.toolCalls) console.log(call.toolName, call.input);
  */
 export async function callModel(options: CallModelOptions): Promise<ModelTurn> {
-  const timeout = options.timeoutMs === undefined ? undefined : AbortSignal.timeout(options.timeoutMs);
+  const timeout =
+    options.timeoutMs === undefined
+      ? undefined
+      : (options.clock ?? realClock).timeoutSignal(options.timeoutMs);
   const signals = [options.signal, timeout].filter((s): s is AbortSignal => s !== undefined);
   const signal = signals.length === 0 ? undefined : AbortSignal.any(signals);
   try {

@@ -9,8 +9,8 @@ import type {
   LanguageModelV3StreamResult,
   LanguageModelV3Usage,
 } from '@ai-sdk/provider';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { OncelyError } from '../errors/index.js';
+import { realClock, type Clock } from '../util/clock.js';
 
 /** One tool call a scripted model makes. */
 export interface ScriptToolCall {
@@ -64,6 +64,8 @@ export interface ScriptedModelOptions {
    * time, and each call's input in pieces), as a network model streams. Default 0.
    */
   readonly chunkDelayMs?: number;
+  /** The time of those waits; default the machine's. A simulation passes the runtime's clock. */
+  readonly clock?: Clock;
 }
 
 /** A language model that plays a script, and remembers every prompt it was given. */
@@ -86,6 +88,7 @@ class ScriptedLanguageModel implements ScriptedModel {
   readonly #script: Script;
   readonly #latencyMs: number;
   readonly #chunkDelayMs: number;
+  readonly #clock: Clock;
   readonly #received: LanguageModelV3Prompt[] = [];
 
   constructor(script: Script, options: ScriptedModelOptions) {
@@ -93,6 +96,7 @@ class ScriptedLanguageModel implements ScriptedModel {
     this.modelId = options.modelId ?? 'scripted';
     this.#latencyMs = options.latencyMs ?? 0;
     this.#chunkDelayMs = options.chunkDelayMs ?? 0;
+    this.#clock = options.clock ?? realClock;
   }
 
   get received(): readonly LanguageModelV3Prompt[] {
@@ -125,11 +129,12 @@ class ScriptedLanguageModel implements ScriptedModel {
     }
     parts.push({ type: 'finish', finishReason: finishOf(step), usage: usageOf(step) });
     const delayMs = this.#chunkDelayMs;
+    const clock = this.#clock;
     const signal = options.abortSignal;
     let next = 0;
     const stream = new ReadableStream<LanguageModelV3StreamPart>({
       async pull(controller) {
-        if (next > 0 && delayMs > 0) await sleep(delayMs, undefined, signal ? { signal } : {});
+        if (next > 0 && delayMs > 0) await clock.sleep(delayMs, signal);
         const part = parts[next++];
         if (part === undefined) controller.close();
         else controller.enqueue(part);
@@ -141,7 +146,7 @@ class ScriptedLanguageModel implements ScriptedModel {
   async #next(options: LanguageModelV3CallOptions): Promise<ScriptStep> {
     options.abortSignal?.throwIfAborted();
     if (this.#latencyMs > 0) {
-      await sleep(this.#latencyMs, undefined, options.abortSignal ? { signal: options.abortSignal } : {});
+      await this.#clock.sleep(this.#latencyMs, options.abortSignal);
     }
     const prompt = options.prompt;
     this.#received.push(prompt);

@@ -173,6 +173,7 @@ export class RunDriver {
       epoch: run.leaseEpoch,
       owner: options.owner,
       leaseMs: options.leaseMs,
+      clock: options.ledger.clock,
     });
   }
 
@@ -516,6 +517,7 @@ export class RunDriver {
             signal: this.lease.signal,
             timeoutMs: this.agent.modelTimeoutMs,
             prompt: this.#prompt,
+            clock: this.ledger.clock,
             ...(publisher === undefined ? {} : { onDelta: (delta) => publisher.add(delta) }),
           });
         } finally {
@@ -549,6 +551,7 @@ export class RunDriver {
       wakeups?.publishDeltas?.bind(wakeups),
       { tenantId: this.run.tenantId, runId: this.run.runId, step, epoch: this.lease.epoch },
       () => ++this.#streams,
+      this.ledger.clock,
     );
   }
 

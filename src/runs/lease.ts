@@ -2,6 +2,7 @@ import { setMaxListeners } from 'node:events';
 import { unsafeSwitch } from '../crash/index.js';
 import { OncelyError, errorInfo } from '../errors/index.js';
 import type { RunStore } from '../store/index.js';
+import type { Clock, ClockTimer } from '../util/clock.js';
 
 export interface LeaseOptions {
   readonly runs: RunStore;
@@ -10,6 +11,8 @@ export interface LeaseOptions {
   readonly epoch: number;
   readonly owner: string;
   readonly leaseMs: number;
+  /** The time of the renewals and of the lease's expiry. */
+  readonly clock: Clock;
 }
 
 /** A test-only switch (`ONCELY_UNSAFE_TEST_SWITCHES`): the lease is never lost. */
@@ -24,7 +27,7 @@ const IGNORE_LOST_LEASE = unsafeSwitch('ignore-lost-lease');
 export class Lease {
   readonly #options: LeaseOptions;
   readonly #controller = new AbortController();
-  readonly #timer: NodeJS.Timeout;
+  readonly #timer: ClockTimer;
   #validUntil: number;
   #renewing: Promise<void> = Promise.resolve();
 
@@ -32,8 +35,11 @@ export class Lease {
     this.#options = options;
     // Every tool call of a step listens on it, and a step may have any number of calls.
     setMaxListeners(0, this.#controller.signal);
-    this.#validUntil = Date.now() + options.leaseMs;
-    this.#timer = setInterval(() => this.#tick(), Math.max(10, Math.floor(options.leaseMs / 3)));
+    this.#validUntil = options.clock.now() + options.leaseMs;
+    this.#timer = options.clock.setInterval(
+      () => this.#tick(),
+      Math.max(10, Math.floor(options.leaseMs / 3)),
+    );
   }
 
   get epoch(): number {
@@ -62,13 +68,13 @@ export class Lease {
 
   /** Stops renewing and waits for a renewal in flight. */
   async stop(): Promise<void> {
-    clearInterval(this.#timer);
+    this.#options.clock.clearInterval(this.#timer);
     await this.#renewing;
   }
 
   #tick(): void {
     if (this.lost) return;
-    if (Date.now() > this.#validUntil) {
+    if (this.#options.clock.now() > this.#validUntil) {
       this.lose('it expired before it could be renewed');
       return;
     }
@@ -78,7 +84,7 @@ export class Lease {
   async #renew(): Promise<void> {
     if (this.lost) return;
     const { runs, tenantId, runId, epoch, owner, leaseMs } = this.#options;
-    const started = Date.now();
+    const started = this.#options.clock.now();
     try {
       const held = await runs.renewLease({ tenantId, runId, leaseEpoch: epoch }, owner, leaseMs);
       if (held) this.#validUntil = started + leaseMs;

@@ -124,10 +124,10 @@ function due(options: ReconcileSweepOptions, call: UnknownCallOfRun): boolean {
   const every = options.everyMs ?? DEFAULT_RECONCILE_EVERY_MS;
   if (wait === undefined && call.runStatus === 'awaiting_reconciliation' && every > 0) {
     // First seen paused: the drive that paused it has just asked; wait a full interval from now.
-    state.waits.set(id, { dueAt: Date.now() + every, waitMs: every });
+    state.waits.set(id, { dueAt: ledger.clock.now() + every, waitMs: every });
     return false;
   }
-  return wait === undefined || Date.now() >= wait.dueAt;
+  return wait === undefined || ledger.clock.now() >= wait.dueAt;
 }
 
 /** After an answer that settled nothing: the next ask waits twice as long as the last, within bounds. */
@@ -137,7 +137,7 @@ function waitLonger(options: ReconcileSweepOptions, record: ToolExecutionRecord)
   const id = keyIn(record);
   const last = options.state.waits.get(id);
   const waitMs = last === undefined ? every : Math.min(most, Math.max(every, last.waitMs * 2));
-  options.state.waits.set(id, { dueAt: Date.now() + waitMs, waitMs });
+  options.state.waits.set(id, { dueAt: options.ledger.clock.now() + waitMs, waitMs });
 }
 
 /** Asks one hook and records its answer; undefined when the store could not be reached (a warning). */

@@ -34,6 +34,7 @@ import {
   type WaitingCursor,
 } from '../store/index.js';
 import type { Tool } from '../tools/index.js';
+import { realClock, type Clock } from '../util/clock.js';
 import { decideApproval, type ApprovalDecision } from './decisions.js';
 import {
   DEFAULT_RETRY_BASE_MS,
@@ -94,6 +95,16 @@ export interface RuntimeOptions {
   readonly log?: LedgerLog;
   /** Told of each model response of a run this runtime drives (its model and usage), for metrics. */
   readonly onModelResponse?: (response: ModelResponseInfo) => void;
+  /**
+   * The time of everything this runtime does: leases and their renewals, attempts' timeouts and
+   * backoffs, tool slots, model call timeouts, the sweep's waits, a worker's polls and heartbeats.
+   * Default the machine's (`realClock`); a simulation passes a virtual one. A store opened here from
+   * `databaseUrl` gets it too; an open `store` keeps the clock it was opened with, so open it with the
+   * same one (`openStore(url, { clock })`).
+   */
+  readonly clock?: Clock;
+  /** The jitter of a read tool's backoff, a number in [0, 1); default `Math.random`. */
+  readonly random?: () => number;
 }
 
 export const DEFAULT_MAX_DRIVE_ATTEMPTS = 5;
@@ -160,6 +171,7 @@ export class Runtime {
   readonly maxDriveAttempts: number;
   readonly retryBaseMs: number;
   readonly onModelResponse: RuntimeOptions['onModelResponse'];
+  readonly clock: Clock;
   readonly #ownsStore: boolean;
   readonly #reconcileEveryMs: number;
   readonly #reconcileMaxWaitMs: number | undefined;
@@ -180,8 +192,11 @@ export class Runtime {
 
   constructor(store: Store, options: RuntimeOptions & { ownsStore?: boolean }) {
     this.owner = options.owner ?? `${hostname()}:${process.pid}`;
+    this.clock = options.clock ?? realClock;
     this.ledger = new Ledger(store, {
       actorId: this.owner,
+      clock: this.clock,
+      ...(options.random === undefined ? {} : { random: options.random }),
       ...(options.landingMarginMs === undefined ? {} : { landingMarginMs: options.landingMarginMs }),
       ...(options.maxAttemptsPerCall === undefined ? {} : { maxAttempts: options.maxAttemptsPerCall }),
       ...(options.log === undefined ? {} : { log: options.log }),
@@ -661,7 +676,7 @@ export class Runtime {
  */
 export async function openRuntime(options: RuntimeOptions): Promise<Runtime> {
   if (options.store !== undefined) return new Runtime(options.store, options);
-  const store = await openStore(options.databaseUrl);
+  const store = await openStore(options.databaseUrl, { clock: options.clock ?? realClock });
   return new Runtime(store, { ...options, ownsStore: true });
 }
 

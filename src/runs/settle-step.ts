@@ -218,7 +218,9 @@ async function commit(
   const plan = await withRecordedReasons(driver, planned, progress);
   const executed = [...progress].filter((e): e is [string, Executed] => e[1].kind === 'executed');
   const requests = executed.map(([, p]) => executedTransition(driver.ledger, p));
-  const foreseen = executed.map(([, p], i) => foreseenRecord(p.record, requests[i]!));
+  const foreseen = executed.map(([, p], i) =>
+    foreseenRecord(p.record, requests[i]!, driver.ledger.clock.now()),
+  );
   const write = decide(
     driver,
     tell(driver, calls, plan, progress, outcomesOf(plan, progress, executed, foreseen)),
@@ -393,7 +395,7 @@ function decide(driver: RunDriver, told: Told, plan: StepPlan, mayPassAgain: boo
     if (told.waitUntil !== null) {
       // Each unknown call is another process's attempt that may still land: run nothing, settle
       // nothing; let the run go and look again once the last of them can no longer land.
-      const delayMs = Math.max(0, told.waitUntil - Date.now());
+      const delayMs = Math.max(0, told.waitUntil - driver.ledger.clock.now());
       const keys = told.unknown.map((c) => `${driver.run.runId}:${c.toolCallId}`).join(', ');
       const reason =
         `tool call ${keys} may still be running in another process (its attempt has not timed out yet); ` +

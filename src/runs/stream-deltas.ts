@@ -1,4 +1,5 @@
 import type { ModelDelta } from '../models/index.js';
+import type { Clock, ClockTimer } from '../util/clock.js';
 
 /*
  * The deltas of a streamed model response, on their way to whoever streams the run's events: at once
@@ -72,11 +73,12 @@ export class DeltaPublisher {
   readonly #publish: PublishDeltas | undefined;
   readonly #step: StreamOf;
   readonly #nextStream: () => number;
+  readonly #clock: Clock;
   #stream = 0;
   #seq = 0;
   #pending: NumberedDelta[] = [];
   #pendingBytes = 0;
-  #timer: NodeJS.Timeout | undefined;
+  #timer: ClockTimer | undefined;
   #sending: Promise<void> = Promise.resolve();
 
   constructor(
@@ -84,11 +86,13 @@ export class DeltaPublisher {
     publish: PublishDeltas | undefined,
     step: StreamOf,
     nextStream: () => number,
+    clock: Clock,
   ) {
     this.#bus = bus;
     this.#publish = publish;
     this.#step = step;
     this.#nextStream = nextStream;
+    this.#clock = clock;
   }
 
   add(delta: ModelDelta): void {
@@ -105,7 +109,7 @@ export class DeltaPublisher {
     this.#pending.push(numbered);
     this.#pendingBytes += bytes;
     if (delta.type === 'start' || delta.type === 'finish') this.#flush();
-    else this.#timer ??= setTimeout(() => this.#flush(), BATCH_MS);
+    else this.#timer ??= this.#clock.setTimeout(() => this.#flush(), BATCH_MS);
   }
 
   /** Sends what is left and waits for every send (each already ends on its own; a failure is dropped). */
@@ -119,7 +123,7 @@ export class DeltaPublisher {
   }
 
   #flush(): void {
-    clearTimeout(this.#timer);
+    this.#clock.clearTimeout(this.#timer);
     this.#timer = undefined;
     const publish = this.#publish;
     if (publish === undefined || this.#pending.length === 0) return;

@@ -1,5 +1,6 @@
 import { resolve } from 'node:path';
 import { OncelyError } from '../errors/index.js';
+import type { Clock } from '../util/clock.js';
 import { assertSchemaCurrent } from './migrations.js';
 import type { GroupCommitSettings, PostgresTimeouts } from './postgres/index.js';
 import type { SchemaState, Store } from './store.js';
@@ -39,6 +40,12 @@ export interface OpenStoreOptions {
    * empty ledger.
    */
   readonly create?: boolean;
+  /**
+   * SQLite only: the clock of every time the store writes (timestamps, lease, slot and heartbeat
+   * expiries) and of its lock waits; default the machine's. A runtime on this store should be given
+   * the same clock. (PostgreSQL keeps its time in SQL, the server's.)
+   */
+  readonly clock?: Clock;
 }
 
 /**
@@ -85,7 +92,7 @@ export async function connectStore(
   url: string,
   options: Pick<
     OpenStoreOptions,
-    'warn' | 'postgresTimeouts' | 'create' | 'groupCommit' | 'postgresPoolSize'
+    'warn' | 'postgresTimeouts' | 'create' | 'groupCommit' | 'postgresPoolSize' | 'clock'
   > = {},
 ): Promise<Store> {
   if (url.startsWith('sqlite:')) {
@@ -97,6 +104,7 @@ export async function connectStore(
     return SqliteStore.open(path === ':memory:' ? path : resolve(path), {
       ...(options.create === undefined ? {} : { create: options.create }),
       ...(lockWaitMs === undefined ? {} : { lockWaitMs }),
+      ...(options.clock === undefined ? {} : { clock: options.clock }),
     });
   }
   if (url.startsWith('postgres://') || url.startsWith('postgresql://')) {

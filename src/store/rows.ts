@@ -165,12 +165,16 @@ export function transitionColumns(
 
 /**
  * The record a transition makes when it applies, as the stores write it (\`transitionColumns\`), but
- * for the times, which the database sets (\`updatedAt\` and \`settledAt\` here are the caller's clock):
- * what a step tells the model before its write, in the write itself.
+ * for the times, which the database sets (\`updatedAt\` and \`settledAt\` here are \`nowMs\`, the caller's
+ * clock): what a step tells the model before its write, in the write itself.
  */
-export function foreseenRecord(record: ToolExecutionRecord, request: TransitionRequest): ToolExecutionRecord {
+export function foreseenRecord(
+  record: ToolExecutionRecord,
+  request: TransitionRequest,
+  nowMs: number,
+): ToolExecutionRecord {
   const columns = transitionColumns(request.to, request);
-  const now = new Date().toISOString();
+  const now = new Date(nowMs).toISOString();
   return {
     ...record,
     status: request.to,

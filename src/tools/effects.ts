@@ -112,8 +112,8 @@ export function definitionError(message: string): OncelyError {
   return new OncelyError('TOOL_DEFINITION_INVALID', message);
 }
 
-/** Full jitter: a random delay in [0, min(max, base * 2^retry)). */
-export function backoffDelay(effect: Effect, retry: number, random: () => number = Math.random): number {
+/** Full jitter: a random delay in [0, min(max, base * 2^retry)), `random` drawing in [0, 1). */
+export function backoffDelay(effect: Effect, retry: number, random: () => number): number {
   const ceiling = Math.min(effect.backoff.maxDelayMs, effect.backoff.baseDelayMs * 2 ** retry);
   return Math.floor(random() * ceiling);
 }

@@ -1,5 +1,4 @@
 import { hostname } from 'node:os';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { ringToolSlots } from '../calls/index.js';
 import { errorInfo } from '../errors/index.js';
 import { packageVersion } from '../util/package-version.js';
@@ -102,6 +101,8 @@ export function startWorker(runtime: Runtime, options: WorkerOptions = {}): Work
   const sweepMs = options.sweepMs ?? 2000;
   const log = options.log ?? silent;
   const heartbeatMs = options.heartbeatMs ?? DEFAULT_HEARTBEAT_MS;
+  // Polls, naps and heartbeats keep the runtime's time (a simulation's virtual clock).
+  const clock = runtime.clock;
   const stopping = new AbortController();
   const beat = (isStopping: boolean) => ({
     workerId: runtime.owner,
@@ -116,7 +117,7 @@ export function startWorker(runtime: Runtime, options: WorkerOptions = {}): Work
   /** Writes the heartbeat when it is due; a store that cannot take it is said once per failure run. */
   let beatFailing = false;
   const heartbeat = async (isStopping = false): Promise<void> => {
-    lastBeat = Date.now();
+    lastBeat = clock.now();
     try {
       await runtime.store.workers.heartbeat(beat(isStopping));
       beatFailing = false;
@@ -197,10 +198,10 @@ export function startWorker(runtime: Runtime, options: WorkerOptions = {}): Work
   const loop = async (): Promise<void> => {
     while (!stopping.signal.aborted) {
       let idle = true;
-      if (Date.now() - lastBeat >= heartbeatMs) await heartbeat();
+      if (clock.now() - lastBeat >= heartbeatMs) await heartbeat();
       try {
-        if (Date.now() - lastSweep >= sweepMs) {
-          lastSweep = Date.now();
+        if (clock.now() - lastSweep >= sweepMs) {
+          lastSweep = clock.now();
           const requeued = await runtime.sweep();
           if (requeued > 0) log.info({ requeued }, 'requeued waiting runs that nothing holds any more');
         }
@@ -223,12 +224,12 @@ export function startWorker(runtime: Runtime, options: WorkerOptions = {}): Work
         nudged = false;
         continue;
       }
-      const untilBeat = Math.max(0, lastBeat + heartbeatMs - Date.now());
+      const untilBeat = Math.max(0, lastBeat + heartbeatMs - clock.now());
       const nap = new AbortController();
       napping = nap;
-      await sleep(Math.min(pollMs, untilBeat), undefined, {
-        signal: AbortSignal.any([stopping.signal, nap.signal]),
-      }).catch(() => undefined);
+      await clock
+        .sleep(Math.min(pollMs, untilBeat), AbortSignal.any([stopping.signal, nap.signal]))
+        .catch(() => undefined);
       napping = undefined;
     }
     await listener?.close();

@@ -442,7 +442,7 @@ export class WorkflowEngine {
       events,
       runs,
       standingCallsOf,
-      nowMs: Date.now(),
+      nowMs: this.runtime.clock.now(),
       recheckMs: this.#recheckMs,
     });
   }

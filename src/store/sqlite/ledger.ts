@@ -22,6 +22,7 @@ import type {
   TransitionRequest,
   TransitionResult,
 } from '../store.js';
+import { isoNow, type Clock } from '../../util/clock.js';
 import { settle } from './settle.js';
 import {
   GET,
@@ -64,7 +65,10 @@ function prepareStatements(db: Database.Database) {
 export class SqliteLedger implements LedgerStore {
   private prepared: ReturnType<typeof prepareStatements> | undefined;
 
-  constructor(private readonly db: Database.Database) {}
+  constructor(
+    private readonly db: Database.Database,
+    private readonly clock: Clock,
+  ) {}
 
   /** Prepared on first use: the tables exist only once the store has been migrated. */
   private get statements(): ReturnType<typeof prepareStatements> {
@@ -77,7 +81,7 @@ export class SqliteLedger implements LedgerStore {
   }
 
   private reserveOne(request: ReserveRequest, actor: Actor): ReserveResult {
-    const now = new Date().toISOString();
+    const now = isoNow(this.clock);
     const values = {
       tenantId: request.tenantId,
       idempotencyKey: request.idempotencyKey,
@@ -137,7 +141,7 @@ export class SqliteLedger implements LedgerStore {
   }
 
   private transitionSync(request: TransitionRequest): TransitionResult {
-    const now = new Date().toISOString();
+    const now = isoNow(this.clock);
     const columns = transitionColumns(request.to, request);
     const row = this.statements.transition.get({
       tenantId: request.tenantId,
@@ -187,7 +191,7 @@ export class SqliteLedger implements LedgerStore {
 
   /** Reads, then writes: takes the write lock first, so a concurrent writer cannot make it fail as busy. */
   note(request: NoteRequest): Promise<void> {
-    const now = new Date().toISOString();
+    const now = isoNow(this.clock);
     return settle(() =>
       this.db
         .transaction(() => {

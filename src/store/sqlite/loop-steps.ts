@@ -7,11 +7,15 @@ import {
   type LoopStepStore,
   type NewLoopStep,
 } from '../loop-step-store.js';
+import { isoNow, type Clock } from '../../util/clock.js';
 import { settle } from './settle.js';
 
 /** Loop steps on one better-sqlite3 connection; a record is one transaction (the store's write lock). */
 export class SqliteLoopSteps implements LoopStepStore {
-  constructor(private readonly db: Database.Database) {}
+  constructor(
+    private readonly db: Database.Database,
+    private readonly clock: Clock,
+  ) {}
 
   record(step: NewLoopStep): Promise<{ recorded: boolean; step: LoopStep }> {
     return settle(() => {
@@ -23,7 +27,7 @@ export class SqliteLoopSteps implements LoopStepStore {
         response: JSON.stringify(step.response),
         modelId: step.modelId,
         usage: step.usage === null ? null : JSON.stringify(step.usage),
-        at: new Date().toISOString(),
+        at: isoNow(this.clock),
       });
       if (row !== undefined) return { recorded: true, step: toLoopStep(row) };
       const standing = this.getSync(step.tenantId, step.runId, step.step);

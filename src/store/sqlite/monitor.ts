@@ -17,11 +17,15 @@ import {
   UNKNOWN_CALLS,
   UNKNOWN_CALLS_OF_ALL_TENANTS,
 } from '../monitor-sql.js';
+import type { Clock } from '../../util/clock.js';
 import { settle } from './settle.js';
 
 /** Operators' and metrics' views on one better-sqlite3 connection. */
 export class SqliteMonitor implements MonitorStore {
-  constructor(private readonly db: Database.Database) {}
+  constructor(
+    private readonly db: Database.Database,
+    private readonly clock: Clock,
+  ) {}
 
   unknownCalls(tenantId: string, filter: UnknownCallFilter): Promise<ToolExecutionRecord[]> {
     return settle(() =>
@@ -29,7 +33,7 @@ export class SqliteMonitor implements MonitorStore {
         .prepare<[Record<string, unknown>], ExecutionRow>(UNKNOWN_CALLS.sqlite)
         .all({
           tenantId,
-          ...knownBy(filter.marginMs),
+          ...knownBy(this.clock.now(), filter.marginMs),
           runId: filter.runId ?? null,
           toolName: filter.toolName ?? null,
           afterAt: filter.after === undefined ? null : Date.parse(filter.after.at),
@@ -51,7 +55,7 @@ export class SqliteMonitor implements MonitorStore {
           UNKNOWN_CALLS_OF_ALL_TENANTS.sqlite,
         )
         .all({
-          ...knownBy(filter.marginMs),
+          ...knownBy(this.clock.now(), filter.marginMs),
           afterAt: filter.after === undefined ? null : Date.parse(filter.after.at),
           afterTenant: filter.after?.tenantId ?? null,
           afterKey: filter.after?.key ?? null,
@@ -63,7 +67,7 @@ export class SqliteMonitor implements MonitorStore {
 
   stats(options: { readonly marginMs: number }): Promise<StoreStats> {
     return settle(() => {
-      const at = knownBy(options.marginMs);
+      const at = knownBy(this.clock.now(), options.marginMs);
       const calls = this.db
         .prepare<[], { tool_name: string; status: string; n: number }>(CALLS_BY_TOOL)
         .all()
@@ -88,7 +92,6 @@ export class SqliteMonitor implements MonitorStore {
 }
 
 /** Now, and the latest deadline an attempt can have and be unknown (now less the margin, in ms). */
-function knownBy(marginMs: number): { now: string; knownBy: number } {
-  const now = Date.now();
+function knownBy(now: number, marginMs: number): { now: string; knownBy: number } {
   return { now: new Date(now).toISOString(), knownBy: now - Math.max(0, Math.round(marginMs)) };
 }

@@ -77,17 +77,26 @@ import {
   TENANT_USAGE,
   liteStoreEvent,
 } from '../runs-sql.js';
+import { isoNow, type Clock } from '../../util/clock.js';
 import { settle } from './settle.js';
-
-const now = (): string => new Date().toISOString();
-const later = (ms: number): string => new Date(Date.now() + ms).toISOString();
 
 /** Runs, events and approvals on one better-sqlite3 connection; each method is one transaction. */
 export class SqliteRuns implements RunStore {
-  constructor(private readonly db: Database.Database) {}
+  constructor(
+    private readonly db: Database.Database,
+    private readonly clock: Clock,
+  ) {}
+
+  private now(): string {
+    return isoNow(this.clock);
+  }
+
+  private later(ms: number): string {
+    return new Date(this.clock.now() + ms).toISOString();
+  }
 
   /** Appends an event numbered by the run's own sequence; callers run it inside their transaction. */
-  private event(tenantId: string, runId: string, type: string, data: unknown, at = now()): void {
+  private event(tenantId: string, runId: string, type: string, data: unknown, at = this.now()): void {
     const seq = this.nextSeq(tenantId, runId);
     this.db.prepare(APPEND_EVENT.sqlite.event).run(tenantId, runId, seq, at, type, JSON.stringify(data));
   }
@@ -141,7 +150,7 @@ export class SqliteRuns implements RunStore {
   create(request: CreateRunRequest): Promise<{ created: boolean; run: RunRecord }> {
     return settle(() =>
       this.db.transaction(() => {
-        const at = now();
+        const at = this.now();
         const inserted = this.db.prepare<[Record<string, unknown>], RunRow>(CREATE.sqlite).get({
           tenantId: request.tenantId,
           runId: request.runId,
@@ -201,8 +210,8 @@ export class SqliteRuns implements RunStore {
         .transaction(() => {
           const params = {
             owner,
-            now: now(),
-            expires: later(leaseMs),
+            now: this.now(),
+            expires: this.later(leaseMs),
             agents: agents === undefined ? null : JSON.stringify(agents),
           };
           const row = this.db.prepare<[Record<string, unknown>], RunRow>(CLAIM_NEXT.sqlite).get(params);
@@ -220,7 +229,9 @@ export class SqliteRuns implements RunStore {
     agents?: readonly string[],
   ): Promise<RunRecord | undefined> {
     return settle(() =>
-      this.db.transaction(() => this.claimSync(tenantId, runId, owner, leaseMs, agents, now())).immediate(),
+      this.db
+        .transaction(() => this.claimSync(tenantId, runId, owner, leaseMs, agents, this.now()))
+        .immediate(),
     );
   }
 
@@ -236,7 +247,7 @@ export class SqliteRuns implements RunStore {
     const row = this.db.prepare<[Record<string, unknown>], RunRow>(CLAIM.sqlite).get({
       owner,
       now: at,
-      expires: later(leaseMs),
+      expires: this.later(leaseMs),
       tenantId,
       runId,
       agents: agents === undefined ? null : JSON.stringify(agents),
@@ -258,14 +269,15 @@ export class SqliteRuns implements RunStore {
     return (
       this.db
         .prepare(RENEW.sqlite)
-        .run(later(leaseMs), fence.tenantId, fence.runId, fence.leaseEpoch, owner, now()).changes === 1
+        .run(this.later(leaseMs), fence.tenantId, fence.runId, fence.leaseEpoch, owner, this.now())
+        .changes === 1
     );
   }
 
   saveCheckpoint(request: SaveCheckpointRequest): Promise<number | undefined> {
     return settle(() =>
       this.db.transaction(() => {
-        const at = now();
+        const at = this.now();
         const { fence } = request;
         const renew = request.renewLease;
         const appended = appendedMessages(request);
@@ -301,7 +313,7 @@ export class SqliteRuns implements RunStore {
   requeue(tenantId: string, runId: string, from: readonly RunStatus[], reason: string): Promise<boolean> {
     return settle(() =>
       this.db.transaction(() => {
-        const at = now();
+        const at = this.now();
         const changes = this.db
           .prepare(REQUEUE.sqlite)
           .run(reason, at, tenantId, runId, JSON.stringify(from)).changes;
@@ -314,7 +326,7 @@ export class SqliteRuns implements RunStore {
   cancel(tenantId: string, runId: string, reason: string, actorId: string): Promise<RunRecord | undefined> {
     return settle(() =>
       this.db.transaction(() => {
-        const at = now();
+        const at = this.now();
         const row = this.db
           .prepare<[string, string, string, string, string], RunRow>(CANCEL.sqlite)
           .get(reason, at, tenantId, runId, JSON.stringify(FINAL_RUN_STATUSES));
@@ -344,9 +356,9 @@ export class SqliteRuns implements RunStore {
     return settle(() =>
       this.db
         .transaction(() => {
-          const at = now();
+          const at = this.now();
           const { fence } = request;
-          const retryAt = later(Math.max(0, Math.round(request.delayMs)));
+          const retryAt = this.later(Math.max(0, Math.round(request.delayMs)));
           const changes = this.db.prepare(RELEASE.sqlite).run({
             tenantId: fence.tenantId,
             runId: fence.runId,
@@ -375,7 +387,7 @@ export class SqliteRuns implements RunStore {
     return settle(() =>
       this.db
         .transaction(() => {
-          const at = now();
+          const at = this.now();
           const row = this.db
             .prepare<[string, string, string, string], RunRow>(RETRY.sqlite)
             .get(reason, at, tenantId, runId);
@@ -398,7 +410,7 @@ export class SqliteRuns implements RunStore {
             .prepare<[string, string, string], RunTurnRow>(TURN_BY_CLIENT_ID.sqlite)
             .get(tenantId, runId, request.clientMessageId);
           if (sent !== undefined) return earlierTurn(request, toRunTurn(sent), toRunSummary(before));
-          const at = now();
+          const at = this.now();
           const row = this.db.prepare<[Record<string, unknown>], RunRow>(SEND_MESSAGE.sqlite).get({
             tenantId,
             runId,
@@ -487,7 +499,7 @@ export class SqliteRuns implements RunStore {
     return settle(() =>
       this.db.transaction(() => {
         const insert = this.db.prepare(CREATE_APPROVALS.sqlite);
-        const at = now();
+        const at = this.now();
         for (const a of approvals) insert.run({ ...a, args: JSON.stringify(a.args), at });
       })(),
     );
@@ -540,7 +552,7 @@ export class SqliteRuns implements RunStore {
     return settle(() => {
       const row = this.db
         .prepare<[string, string, string | null, string, string, string], ApprovalRow>(DECIDE_APPROVAL.sqlite)
-        .get(decision, actorId, reason, now(), tenantId, idempotencyKey);
+        .get(decision, actorId, reason, this.now(), tenantId, idempotencyKey);
       return row === undefined ? undefined : toApproval(row);
     });
   }
@@ -548,8 +560,8 @@ export class SqliteRuns implements RunStore {
   consumeApproval(tenantId: string, idempotencyKey: string, argsDigest: string): Promise<boolean> {
     return settle(
       () =>
-        this.db.prepare(CONSUME_APPROVAL.sqlite).run(now(), tenantId, idempotencyKey, argsDigest).changes ===
-        1,
+        this.db.prepare(CONSUME_APPROVAL.sqlite).run(this.now(), tenantId, idempotencyKey, argsDigest)
+          .changes === 1,
     );
   }
 }

@@ -1,6 +1,5 @@
 import { existsSync, mkdirSync, statSync } from 'node:fs';
 import { dirname } from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
 import Database from 'better-sqlite3';
 import { OncelyError } from '../../errors/index.js';
 import { latestVersion, loadMigrations, schemaStateOf, tooNewError } from '../migrations.js';
@@ -30,6 +29,7 @@ import {
 import { SqliteMonitor } from './monitor.js';
 import { SqliteRuns } from './runs.js';
 import { asStoreError, isBusy, lockedTooLong } from './sqlite-errors.js';
+import { isoNow, realClock, type Clock } from '../../util/clock.js';
 
 /** How long a write waits for another process's write lock (without blocking this process). */
 export const DEFAULT_LOCK_WAIT_MS = 15_000;
@@ -43,6 +43,11 @@ export interface SqliteStoreOptions {
   readonly create?: boolean;
   /** How long a write waits for another process's lock before `STORE_UNAVAILABLE`; default 15 s. */
   readonly lockWaitMs?: number;
+  /**
+   * The time of every timestamp, lease and slot expiry the store writes, and of its lock waits;
+   * default the machine's (`realClock`). The simulator passes its virtual clock.
+   */
+  readonly clock?: Clock;
 }
 
 /** The file's identity when the store opened it: a different one at the path is another database. */
@@ -90,27 +95,37 @@ export class SqliteStore implements Store {
     private readonly reader: Database.Database,
     private readonly identity: FileIdentity | undefined,
     private readonly lockWaitMs: number,
+    readonly clock: Clock,
   ) {
-    const ledger = new SqliteLedger(writer);
-    const runs = new SqliteRuns(writer);
-    const workflows = new SqliteWorkflows(writer);
+    const ledger = new SqliteLedger(writer, clock);
+    const runs = new SqliteRuns(writer, clock);
+    const workflows = new SqliteWorkflows(writer, clock);
     this.tx = { ledger, runs, workflows };
-    this.ledger = this.route('ledger', ledger, new SqliteLedger(reader));
-    this.runs = this.route('runs', runs, new SqliteRuns(reader));
-    this.apiKeys = this.route('apiKeys', new SqliteApiKeys(writer), new SqliteApiKeys(reader));
-    this.loopSteps = this.route('loopSteps', new SqliteLoopSteps(writer), new SqliteLoopSteps(reader));
-    this.workflows = this.route('workflows', workflows, new SqliteWorkflows(reader));
-    this.workers = this.route('workers', new SqliteWorkers(writer), new SqliteWorkers(reader));
-    this.toolSlots = this.route('toolSlots', new SqliteToolSlots(writer), new SqliteToolSlots(reader));
-    this.monitor = this.route('monitor', new SqliteMonitor(writer), new SqliteMonitor(reader));
+    this.ledger = this.route('ledger', ledger, new SqliteLedger(reader, clock));
+    this.runs = this.route('runs', runs, new SqliteRuns(reader, clock));
+    this.apiKeys = this.route('apiKeys', new SqliteApiKeys(writer, clock), new SqliteApiKeys(reader, clock));
+    this.loopSteps = this.route(
+      'loopSteps',
+      new SqliteLoopSteps(writer, clock),
+      new SqliteLoopSteps(reader, clock),
+    );
+    this.workflows = this.route('workflows', workflows, new SqliteWorkflows(reader, clock));
+    this.workers = this.route('workers', new SqliteWorkers(writer, clock), new SqliteWorkers(reader, clock));
+    this.toolSlots = this.route(
+      'toolSlots',
+      new SqliteToolSlots(writer, clock),
+      new SqliteToolSlots(reader, clock),
+    );
+    this.monitor = this.route('monitor', new SqliteMonitor(writer, clock), new SqliteMonitor(reader, clock));
   }
 
   static async open(path: string, options: SqliteStoreOptions = {}): Promise<SqliteStore> {
     const lockWaitMs = options.lockWaitMs ?? DEFAULT_LOCK_WAIT_MS;
+    const clock = options.clock ?? realClock;
     if (path === ':memory:') {
       const db = new Database(path);
       configure(db);
-      return new SqliteStore(path, db, db, undefined, lockWaitMs);
+      return new SqliteStore(path, db, db, undefined, lockWaitMs, clock);
     }
     if (!existsSync(path)) {
       if (options.create === false) throw notFound(path);
@@ -122,18 +137,18 @@ export class SqliteStore implements Store {
         });
       }
     }
-    const deadline = Date.now() + lockWaitMs;
+    const deadline = clock.now() + lockWaitMs;
     let writer: Database.Database | undefined;
     try {
       writer = new Database(path, { timeout: 0 });
       const db = writer;
       // Turning WAL on takes a lock when the file is not in WAL mode yet: wait for it, not block.
-      await untilFree(path, deadline, lockWaitMs, () => configure(db));
+      await untilFree(clock, path, deadline, lockWaitMs, () => configure(db));
       const identity = fileIdentity(path);
       if (identity === undefined) throw replacedError(path);
       const reader = new Database(path, { readonly: true, fileMustExist: true, timeout: 0 });
       reader.pragma('query_only = ON');
-      return new SqliteStore(path, writer, reader, identity, lockWaitMs);
+      return new SqliteStore(path, writer, reader, identity, lockWaitMs, clock);
     } catch (error) {
       if (writer?.open === true) writer.close();
       throw asOpenError(error, path);
@@ -165,7 +180,7 @@ export class SqliteStore implements Store {
       for (const m of migrations.filter((m) => m.version > current)) {
         this.writer
           .prepare('INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)')
-          .run(m.version, m.name, new Date().toISOString());
+          .run(m.version, m.name, isoNow(this.clock));
         this.writer.exec(m.sql);
         applied.push(`${String(m.version).padStart(4, '0')}_${m.name}`);
       }
@@ -238,7 +253,7 @@ export class SqliteStore implements Store {
     if (this.reader === this.writer) return this.exclusive(fn);
     this.assertFileIntact();
     try {
-      return await untilFree(this.path, Date.now() + this.lockWaitMs, this.lockWaitMs, fn);
+      return await untilFree(this.clock, this.path, this.clock.now() + this.lockWaitMs, this.lockWaitMs, fn);
     } catch (error) {
       throw asStoreError(error, this.path);
     }
@@ -247,7 +262,7 @@ export class SqliteStore implements Store {
   private async begin(): Promise<void> {
     this.assertFileIntact();
     try {
-      await untilFree(this.path, Date.now() + this.lockWaitMs, this.lockWaitMs, () =>
+      await untilFree(this.clock, this.path, this.clock.now() + this.lockWaitMs, this.lockWaitMs, () =>
         this.writer.exec('BEGIN IMMEDIATE'),
       );
     } catch (error) {
@@ -299,6 +314,7 @@ function configure(db: Database.Database): void {
  * growing to 25 ms) so the event loop runs meanwhile; past the deadline, `STORE_UNAVAILABLE`.
  */
 async function untilFree<T>(
+  clock: Clock,
   path: string,
   deadline: number,
   waitMs: number,
@@ -309,8 +325,8 @@ async function untilFree<T>(
       return await attempt();
     } catch (error) {
       if (!isBusy(error)) throw error;
-      if (Date.now() >= deadline) throw lockedTooLong(path, waitMs);
-      await sleep(Math.min(2 + tryNo * 2, 25));
+      if (clock.now() >= deadline) throw lockedTooLong(path, waitMs);
+      await clock.sleep(Math.min(2 + tryNo * 2, 25));
     }
   }
 }

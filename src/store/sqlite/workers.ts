@@ -8,22 +8,28 @@ import {
   type WorkerView,
 } from '../worker-store.js';
 import { FORGET, FORGET_AFTER_MS, HEARTBEAT, LIST, REMOVE } from '../workers-sql.js';
+import { isoNow, type Clock } from '../../util/clock.js';
 import { settle } from './settle.js';
-
-const ago = (ms: number): string => new Date(Date.now() - ms).toISOString();
 
 /** The worker registry on one better-sqlite3 connection; a heartbeat is one transaction. */
 export class SqliteWorkers implements WorkerStore {
-  constructor(private readonly db: Database.Database) {}
+  constructor(
+    private readonly db: Database.Database,
+    private readonly clock: Clock,
+  ) {}
+
+  private ago(ms: number): string {
+    return new Date(this.clock.now() - ms).toISOString();
+  }
 
   heartbeat(beat: WorkerBeat): Promise<void> {
     return settle(() => {
       this.db.transaction(() => {
-        this.db.prepare(FORGET.sqlite).run(ago(FORGET_AFTER_MS));
+        this.db.prepare(FORGET.sqlite).run(this.ago(FORGET_AFTER_MS));
         this.db.prepare(HEARTBEAT.sqlite).run({
           ...beat,
           stopping: beat.stopping ? 1 : 0,
-          at: new Date().toISOString(),
+          at: isoNow(this.clock),
         });
       })();
     });
@@ -41,9 +47,9 @@ export class SqliteWorkers implements WorkerStore {
         .prepare<[Record<string, unknown>], WorkerRow>(LIST.sqlite)
         .all({
           tenantId,
-          now: new Date().toISOString(),
-          liveSince: ago(options.liveMs),
-          shownSince: ago(options.shownMs ?? DEFAULT_SHOWN_MS),
+          now: isoNow(this.clock),
+          liveSince: this.ago(options.liveMs),
+          shownSince: this.ago(options.shownMs ?? DEFAULT_SHOWN_MS),
         })
         .map(toWorkerView),
     );

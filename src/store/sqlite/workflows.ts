@@ -25,18 +25,24 @@ import {
   WAKE_WORKFLOW,
   WORKFLOW_EVENTS,
 } from '../workflows-sql.js';
+import { isoNow, type Clock } from '../../util/clock.js';
 import { settle } from './settle.js';
-
-const isoIn = (ms: number): string => new Date(Date.now() + ms).toISOString();
 
 /** Workflow runs on one better-sqlite3 connection; a write of several statements is one transaction. */
 export class SqliteWorkflows implements WorkflowStore {
-  constructor(private readonly db: Database.Database) {}
+  constructor(
+    private readonly db: Database.Database,
+    private readonly clock: Clock,
+  ) {}
+
+  private isoIn(ms: number): string {
+    return new Date(this.clock.now() + ms).toISOString();
+  }
 
   create(request: CreateWorkflowRunRequest): Promise<{ created: boolean; record: WorkflowRunRecord }> {
     return settle(() =>
       this.db.transaction(() => {
-        const at = new Date().toISOString();
+        const at = isoNow(this.clock);
         const row = this.db
           .prepare<[Record<string, unknown>], WorkflowRunRow>(CREATE_WORKFLOW_RUN.sqlite)
           .get({
@@ -94,7 +100,7 @@ export class SqliteWorkflows implements WorkflowStore {
     return settle(() =>
       this.db
         .prepare<[Record<string, unknown>], WorkflowRunRow>(CLAIM_DUE_WORKFLOWS.sqlite)
-        .all({ owner, at: new Date().toISOString(), expiresAt: isoIn(leaseMs), limit })
+        .all({ owner, at: isoNow(this.clock), expiresAt: this.isoIn(leaseMs), limit })
         .map(toWorkflowRun),
     );
   }
@@ -102,7 +108,7 @@ export class SqliteWorkflows implements WorkflowStore {
   advance(request: AdvanceWorkflowRequest): Promise<boolean> {
     return settle(() =>
       this.db.transaction(() => {
-        const at = new Date().toISOString();
+        const at = isoNow(this.clock);
         const moved = this.db
           .prepare<[Record<string, unknown>], { version: number }>(ADVANCE_WORKFLOW.sqlite)
           .get({
@@ -113,7 +119,7 @@ export class SqliteWorkflows implements WorkflowStore {
             statusReason: request.statusReason,
             result: jsonParam(request.result),
             error: jsonParam(request.error),
-            wakeAt: isoIn(Math.max(0, request.wakeInMs)),
+            wakeAt: this.isoIn(Math.max(0, request.wakeInMs)),
             at,
           });
         if (moved === undefined) return false;
@@ -126,7 +132,7 @@ export class SqliteWorkflows implements WorkflowStore {
   move(request: MoveWorkflowRequest): Promise<WorkflowRunRecord | undefined> {
     return settle(() =>
       this.db.transaction(() => {
-        const at = new Date().toISOString();
+        const at = isoNow(this.clock);
         const row = this.db.prepare<[Record<string, unknown>], WorkflowRunRow>(MOVE_WORKFLOW.sqlite).get({
           tenantId: request.tenantId,
           workflowRunId: request.workflowRunId,
@@ -145,7 +151,7 @@ export class SqliteWorkflows implements WorkflowStore {
 
   wake(tenantId: string, workflowRunId: string): Promise<void> {
     return settle(() => {
-      this.db.prepare(WAKE_WORKFLOW.sqlite).run({ tenantId, workflowRunId, at: new Date().toISOString() });
+      this.db.prepare(WAKE_WORKFLOW.sqlite).run({ tenantId, workflowRunId, at: isoNow(this.clock) });
     });
   }
 
