@@ -3,7 +3,7 @@ import { isUnknownStatus, toJsonValue, type JsonValue, type ToolExecutionRecord 
 import type { LedgerStore } from '../store/index.js';
 import type { Ledger } from './ledger.js';
 import { operatorInput } from './operator-input.js';
-import { stillRunning } from './settlement.js';
+import { mayStillLand, stillRunning } from './settlement.js';
 
 export interface ResolveRequest {
   readonly tenantId: string;
@@ -30,7 +30,9 @@ const MAX_TRIES = 5;
  * wins; the other (and anyone acting on a call already settled) gets `LEDGER_ALREADY_SETTLED` with
  * the record as it stands. A `started` call whose attempt may still be running (its run held by a
  * live driver, a compensation hook still running, or younger than its timeout plus a margin) is
- * refused with `CALL_IN_FLIGHT` unless `force` is set. Settling a compensation record `completed`
+ * refused with `CALL_IN_FLIGHT` unless `force` is set; so is settling `failed` an `indeterminate`
+ * call whose request may still land (it timed out, or lost its answer, less than its timeout plus
+ * the margin ago): the downstream's books may not show it yet. Settling a compensation record `completed`
  * marks its call `compensated`.
  *
  * @example
@@ -54,7 +56,12 @@ export async function resolveToolCall(ledger: Ledger, request: ResolveRequest): 
     const record = await ledger.store.ledger.get(input.tenantId, input.key);
     if (record === undefined) throw notFound(input.key);
     if (!isUnknownStatus(record.status)) throw alreadySettled(record);
-    const running = record.status === 'started' ? await stillRunning(ledger, record) : undefined;
+    const running =
+      record.status === 'started'
+        ? await stillRunning(ledger, record)
+        : request.status === 'failed'
+          ? mayStillLand(ledger, record)
+          : undefined;
     if (running !== undefined && request.force !== true) throw inFlight(record, running);
     const written = await ledger.store.transaction(async (tx) => {
       const moved = await tx.ledger.transition({
@@ -115,7 +122,7 @@ export function notFound(key: string): OncelyError {
 function inFlight(record: ToolExecutionRecord, why: string): OncelyError {
   return new OncelyError(
     'CALL_IN_FLIGHT',
-    `tool call ${record.idempotencyKey} is started and may still be running: ${why}. Settling it now ` +
+    `tool call ${record.idempotencyKey} is ${record.status} and may still take effect: ${why}. Settling it now ` +
       'could contradict what its attempt is about to do; wait until it settles or can no longer land, ' +
       'or resolve with force (`--force`, recorded as forced) if you are sure',
     { details: { record, why } },

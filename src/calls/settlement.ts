@@ -5,7 +5,13 @@
  * contradicts a settled record is made loud.
  */
 import { OncelyError, errorInfo } from '../errors/index.js';
-import { decideHookAnswer, toJsonValue, type JsonValue, type ToolExecutionRecord } from '../ledger/index.js';
+import {
+  decideHookAnswer,
+  landsUntil,
+  toJsonValue,
+  type JsonValue,
+  type ToolExecutionRecord,
+} from '../ledger/index.js';
 import type { TransitionResult } from '../store/index.js';
 import type { ReconcileHook, Tool } from '../tools/index.js';
 import type { Ledger } from './ledger.js';
@@ -214,6 +220,17 @@ export async function stillRunning(ledger: Ledger, record: ToolExecutionRecord):
     return `its attempt started at ${record.attemptStartedAt} and may run for ${record.attemptTimeoutMs ?? 0} ms (plus ${ledger.landingMarginMs} ms)`;
   }
   return undefined;
+}
+
+/**
+ * Why an unknown call's request may still land (its attempt timed out or lost its answer less than
+ * its timeout plus the margin ago), or undefined when it can no longer: what a `failed` settlement
+ * must wait for, since the downstream's books may not show the request yet.
+ */
+export function mayStillLand(ledger: Ledger, record: ToolExecutionRecord): string | undefined {
+  if (!ledger.mayLand(record)) return undefined;
+  const until = new Date(landsUntil(record, ledger.landingMarginMs)).toISOString();
+  return `its request (attempt started at ${record.attemptStartedAt}) may still land until ${until}`;
 }
 
 /** An outcome that lost its compare-and-set and contradicted the record: log it at error level. */

@@ -230,7 +230,13 @@ describe.each(DIALECTS)('tool executions over HTTP on %s', (dialect) => {
         key: h.keys.operator,
         body: { status: 'failed', reason: 'no change in the owner audit log' },
       });
-      expect(resolved.status).toBe(200);
+      // Its request may still land: settling it failed now takes force.
+      expect([resolved.status, resolved.body.error?.code]).toEqual([409, 'CALL_IN_FLIGHT']);
+      const forced = await h.request('POST', keyPath(key, 'resolve'), {
+        key: h.keys.operator,
+        body: { status: 'failed', reason: 'no change in the owner audit log', force: true },
+      });
+      expect(forced.status).toBe(200);
       h.fixtures.downstream.release(); // the abandoned attempt answers now: it did take effect
       await h.runtime.ledger.drain();
       const record = await h.store.ledger.get(TENANT, key);
@@ -266,7 +272,7 @@ describe.each(DIALECTS)('tool executions over HTTP on %s', (dialect) => {
       const key = listed.body.items[0].idempotency_key as string;
       const answer = await h.request('POST', keyPath(key, 'resolve'), {
         key: h.keys.operator,
-        body: { status: 'failed', reason: 'nothing changed downstream' },
+        body: { status: 'failed', reason: 'nothing changed downstream; not waiting for it', force: true },
       });
       expect(answer.status).toBe(200);
       expect((await h.store.runs.get(TENANT, runId))?.status).toBe('queued');

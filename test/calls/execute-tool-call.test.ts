@@ -569,12 +569,14 @@ describe.each(STORES)('the guarded call on %s', (_name, open) => {
       const call = newCall();
       try {
         await timedOut(c, call);
+        // Its request may still land: settling it failed now takes force.
         await resolveToolCall(ledger, {
           tenantId: call.tenantId,
           idempotencyKey: keyOf(call),
           status: 'failed',
           reason: 'no credit in the billing console',
           actorId: 'ops-ana',
+          force: true,
         });
       } finally {
         gate.resolve({ receipt: 'late_receipt' });

@@ -313,7 +313,9 @@ describe.each(STORE_KINDS)('the promise at its edges, guarded calls on %s', (kin
     const call = newCall();
     const key = keyOf(call);
     await executeToolCall(ledger, sms, ARGS, call);
-    await resolveToolCall(ledger, resolveFailed(key));
+    // Settling `failed` while the request may still land needs force (recorded as forced).
+    expect(await codeOf(() => resolveToolCall(ledger, resolveFailed(key)))).toBe('CALL_IN_FLIGHT');
+    await resolveToolCall(ledger, { ...resolveFailed(key), force: true });
     held.open();
     await ledger.drain();
     expect(gateway.count(key)).toBe(1);
@@ -332,6 +334,48 @@ describe.each(STORE_KINDS)('the promise at its edges, guarded calls on %s', (kin
     expect(log.lines[0]?.message).toMatch(/ledger conflict on .*attempt 1 reported it completed/);
     const conflicts = await store.ledger.list(TENANT, { conflict: true, limit: 100 });
     expect(conflicts.map((r) => r.idempotencyKey)).toContain(key);
+  });
+
+  it('refuses to settle failed a call that timed out while its request may still land; force is recorded, and after the margin it is plain', async () => {
+    const ledger = ledgerWith({ landingMarginMs: 300 });
+    const gateway = new SmsGateway();
+    // The request answers nothing before the timeout, then lands at the gateway (a slow network).
+    const slow = defineTool({
+      name: 'send_sms',
+      description: 'Send an SMS',
+      input: Sms,
+      effect: external(),
+      timeoutMs: 60,
+      downstreamAcceptsKey: false,
+      reconcile: () => ({ status: 'unknown' }),
+      execute: (_args, ctx: ToolContext) =>
+        new Promise(() => {
+          setTimeout(() => gateway.send(ctx.idempotencyKey), 200).unref();
+        }),
+    });
+    const call = newCall();
+    const key = keyOf(call);
+    const first = await executeToolCall(ledger, slow, ARGS, call);
+    expect(first).toMatchObject({ status: 'unknown', record: { status: 'indeterminate' } });
+    expect(gateway.count(key)).toBe(0); // the operator's look at the gateway finds nothing yet
+    expect(await codeOf(() => resolveToolCall(ledger, resolveFailed(key)))).toBe('CALL_IN_FLIGHT');
+    await sleep(250);
+    expect(gateway.count(key)).toBe(1); // it landed after all
+    await sleep(200); // past its timeout plus the margin: it can no longer land
+    const settled = await resolveToolCall(ledger, {
+      ...resolveFailed(key),
+      status: 'completed',
+      reason: 'the gateway shows it',
+    });
+    expect(settled).toMatchObject({ status: 'completed', settledBy: { kind: 'operator' } });
+
+    // Forced, on another call in the same state: allowed, and recorded as forced.
+    const other = newCall();
+    await executeToolCall(ledger, slow, ARGS, other);
+    const forced = await resolveToolCall(ledger, { ...resolveFailed(keyOf(other)), force: true });
+    expect(forced.status).toBe('failed');
+    const [, , last] = await store.ledger.history(TENANT, keyOf(other));
+    expect(last).toMatchObject({ reason: 'forced: no SMS in the gateway log', detail: { forced: true } });
   });
 
   describe('resolving a call that may still be running', () => {

@@ -423,6 +423,7 @@ describe.each(STORES)('what the model hears on %s', (_name, open) => {
       status: 'failed',
       reason: 'nothing in the CRM audit log yet',
       actorId: OPERATOR,
+      force: true, // its request may still land: settling it failed takes force
     });
     const done = await runtime.drive(TENANT, waiting.runId);
 
