@@ -26,6 +26,17 @@ export type CrashPointName = (typeof CRASH_POINTS)[number] | (typeof WORKFLOW_CR
 
 let arrivals = 0;
 
+/** What the simulator asks at every crash point, in-process (undefined outside the simulator). */
+let hook: ((name: CrashPointName) => Promise<void>) | undefined;
+
+/**
+ * The simulator's crash points: `hook` is asked at each one with its name and may end the simulated
+ * process there (it never returns). Undefined removes it. Not for production use.
+ */
+export function setCrashPointHook(next: ((name: CrashPointName) => Promise<void>) | undefined): void {
+  hook = next;
+}
+
 /** Read once, when the module loads: a drill arms the process it starts, never one already running. */
 const ARMED: ReadonlySet<string> = new Set(
   (process.env.ONCELY_CRASH_AT ?? '')
@@ -37,6 +48,7 @@ const SKIP = Number(process.env.ONCELY_CRASH_SKIP ?? '0');
 
 /** Kills the process here when armed; otherwise returns at once. */
 export async function crashPoint(name: CrashPointName): Promise<void> {
+  if (hook !== undefined) await hook(name);
   if (ARMED.size === 0 || !ARMED.has(name)) return;
   arrivals += 1;
   if (arrivals <= SKIP) return;

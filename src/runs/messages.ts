@@ -33,6 +33,11 @@ export function initialMessages(input: JsonValue): JsonValue[] {
 const idBytes = Buffer.alloc(8 * 512);
 let idOffset = idBytes.length;
 
+/** Forgets the bytes drawn ahead, so the next id draws afresh (the simulator, after seeding). */
+export function resetMintedIds(): void {
+  idOffset = idBytes.length;
+}
+
 /** A fresh tool call id: providers repeat and omit theirs, so the runtime never uses them. */
 export function mintToolCallId(): string {
   if (idOffset >= idBytes.length) {

@@ -1,0 +1,165 @@
+import type { JsonValue, LedgerEvent, ToolExecutionRecord } from '../src/ledger/index.js';
+import type { Store } from '../src/store/index.js';
+import type { SchedulePlan } from './plan.js';
+import { CREDIT_CONCURRENCY, runIdOf, TENANT, type Books } from './world.js';
+
+/*
+ * What must hold after every schedule, checked against the services' own books (what took effect),
+ * never the ledger's word alone:
+ * - a keyed service applied each key at most once;
+ * - every second effect of one key on the service that cannot take a key is a recorded conflict;
+ * - no record says `completed` for a call that never took effect, and none says `failed` (without a
+ *   conflict) for one whose effect stands;
+ * - no effect without a record;
+ * - no run in limbo (queued or running once the world is quiet), no completed run with an unknown call,
+ *   no run waiting on reconciliation without an unknown call;
+ * - the model never left believing "did not take effect" about an effect that stands;
+ * - a tool's concurrency limit never exceeded;
+ * - every history is append-only and in order: ids and times rising, each transition from where the
+ *   last one left the record.
+ * A call an operator forced `failed` is the operator's word against an attempt that may still land:
+ * its second effect, or its effect under a `failed`, is excused; and when that attempt's process died
+ * before the landing (nobody saw it land: no conflict), so is the model's belief. A conflict that was
+ * recorded must always reach the model.
+ */
+
+export interface Facts {
+  readonly store: Store;
+  readonly plan: SchedulePlan;
+  readonly books: Books;
+  /** The schedule stopped at its horizon (or step bound), not because the world was quiet. */
+  readonly atHorizon: boolean;
+}
+
+const UNKNOWN = new Set(['started', 'indeterminate']);
+
+export async function checkInvariants(facts: Facts): Promise<string[]> {
+  const { store, books } = facts;
+  const v: string[] = [];
+  const records = await store.ledger.list(TENANT, { limit: 10_000 });
+  const byKey = new Map(records.map((r) => [r.idempotencyKey, r]));
+  const histories = new Map<string, LedgerEvent[]>();
+  for (const r of records)
+    histories.set(r.idempotencyKey, await store.ledger.history(TENANT, r.idempotencyKey));
+  const forced = (key: string): boolean =>
+    (histories.get(key) ?? []).some((e) => isObject(e.detail) && e.detail.forced === true);
+
+  for (const [key, n] of books.applied) {
+    const record = byKey.get(key);
+    if (record === undefined) {
+      v.push(`effect without a record: ${key} took effect ${n} time(s), the ledger has no record of it`);
+      continue;
+    }
+    if (record.toolName === 'issue_credit' && n > 1) v.push(`keyed downstream applied ${key} ${n} times`);
+    if (record.toolName === 'send_email' && n > 1 && record.conflictAt === null && !forced(key)) {
+      v.push(`${key} took effect ${n} times on a downstream without keys, and no conflict is recorded`);
+    }
+  }
+  for (const r of records) {
+    if (r.compensationOf !== null || r.effect === 'read') continue;
+    const n = books.count(r.idempotencyKey);
+    if ((r.status === 'completed' || r.status === 'compensated') && n === 0) {
+      v.push(`${r.idempotencyKey} is ${r.status} but never took effect (${r.toolName})`);
+    }
+    if (r.status === 'failed' && n > 0 && r.conflictAt === null && !forced(r.idempotencyKey)) {
+      v.push(`${r.idempotencyKey} is failed, with no conflict, but its effect stands (${r.toolName})`);
+    }
+    if (r.status === 'compensated' && !books.undone.has(r.idempotencyKey)) {
+      v.push(`${r.idempotencyKey} is compensated but its compensation never ran`);
+    }
+  }
+  for (const [tool, max] of books.maxInFlight) {
+    if (tool === 'issue_credit' && max > CREDIT_CONCURRENCY) {
+      v.push(`${tool} ran ${max} calls at once; its concurrency is ${CREDIT_CONCURRENCY}`);
+    }
+  }
+  for (const [key, history] of histories) v.push(...historyProblems(key, history, byKey.get(key)!));
+  for (let i = 0; i < facts.plan.runs.length; i += 1) {
+    const run = await store.runs.get(TENANT, runIdOf(i));
+    if (run === undefined) {
+      v.push(`${runIdOf(i)} was never created`);
+      continue;
+    }
+    const calls = records.filter((r) => r.runId === run.runId && r.compensationOf === null);
+    const unknown = calls.filter((r) => UNKNOWN.has(r.status));
+    if (run.status === 'queued' || run.status === 'running') {
+      v.push(
+        `${run.runId} is in limbo: ${run.status} when the world ${facts.atHorizon ? 'reached its horizon' : 'went quiet'}`,
+      );
+    }
+    if (run.status === 'completed' && unknown.length > 0) {
+      v.push(
+        `${run.runId} completed with unknown call(s): ${unknown.map((r) => r.idempotencyKey).join(', ')}`,
+      );
+    }
+    if (run.status === 'awaiting_reconciliation' && unknown.length === 0) {
+      v.push(`${run.runId} waits on reconciliation but has no unknown call`);
+    }
+    const unseen = (key: string): boolean => forced(key) && byKey.get(key)?.conflictAt === null;
+    v.push(...beliefProblems(run.runId, run.checkpoint.messages, books, unseen));
+  }
+  return v;
+}
+
+function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+function historyProblems(key: string, history: LedgerEvent[], record: ToolExecutionRecord): string[] {
+  const v: string[] = [];
+  let last: LedgerEvent | undefined;
+  let state: string | null = null;
+  for (const e of history) {
+    if (last !== undefined && e.id <= last.id)
+      v.push(`${key}: history ids not rising (${last.id} then ${e.id})`);
+    if (last !== undefined && e.at < last.at)
+      v.push(`${key}: history went back in time (${last.at} then ${e.at})`);
+    if (e.kind === 'transition') {
+      if (state !== null && e.from !== state)
+        v.push(`${key}: a transition from ${e.from} while the record was ${state}`);
+      state = e.to;
+    }
+    last = e;
+  }
+  if (state !== null && state !== record.status)
+    v.push(`${key}: its history ends at ${state}, the record says ${record.status}`);
+  return v;
+}
+
+/** The model told a call did not take effect, whose effect stands, and never corrected. */
+function beliefProblems(
+  runId: string,
+  messages: readonly JsonValue[],
+  books: Books,
+  excused: (key: string) => boolean,
+): string[] {
+  const toldNot = new Set<string>();
+  const corrected = new Set<string>();
+  for (const m of messages) {
+    if (!isObject(m)) continue;
+    if (m.role === 'tool' && Array.isArray(m.content)) {
+      for (const part of m.content) {
+        if (!isObject(part) || !isObject(part.output) || !isObject(part.output.value)) continue;
+        const status = part.output.value.status;
+        if (typeof part.toolCallId !== 'string') continue;
+        const id = part.toolCallId;
+        if (status === 'did_not_take_effect' || status === 'not_attempted') toldNot.add(id);
+        else toldNot.delete(id);
+      }
+    }
+    const oncely =
+      isObject(m.providerOptions) && isObject(m.providerOptions.oncely)
+        ? m.providerOptions.oncely
+        : undefined;
+    if (oncely !== undefined && Array.isArray(oncely.corrects))
+      for (const id of oncely.corrects) if (typeof id === 'string') corrected.add(id);
+  }
+  const v: string[] = [];
+  for (const id of toldNot) {
+    const key = `${runId}:${id}`;
+    if (books.count(key) > 0 && !books.undone.has(key) && !corrected.has(id) && !excused(key)) {
+      v.push(`the model of ${runId} was told ${key} did not take effect; it did, and it was never corrected`);
+    }
+  }
+  return v;
+}

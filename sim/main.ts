@@ -1,0 +1,146 @@
+import { createHash } from 'node:crypto';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Command, InvalidArgumentError } from 'commander';
+import fc from 'fast-check';
+import { schedulePlan, type SchedulePlan } from './plan.js';
+import { freshLedger, makeTemplate, Schedule, type ScheduleResult } from './schedule.js';
+
+/*
+ * `npm run sim`: schedules drawn from one seed, each run against the real runtime in a simulated
+ * world (sim/schedule.ts), the invariants checked after each (sim/invariants.ts). On a violation:
+ * fast-check shrinks the schedule to the fewest runs, faults, operator actions and choices that still
+ * fail; the shrunk schedule is run twice more, its two timelines compared (a replay must be exact),
+ * and printed with the seed and path that replay it.
+ */
+
+interface Options {
+  seed?: number;
+  schedules?: number;
+  minutes?: number;
+  store: string;
+  json?: boolean;
+  path?: string;
+  verbose?: boolean;
+  dump?: string;
+}
+
+const int =
+  (what: string) =>
+  (value: string): number => {
+    const n = Number(value);
+    if (!Number.isSafeInteger(n) || n < 0) throw new InvalidArgumentError(`${what} is a whole number ≥ 0`);
+    return n;
+  };
+const positive = (value: string): number => {
+  const n = Number(value);
+  if (!Number.isFinite(n) || n <= 0) throw new InvalidArgumentError('a positive number');
+  return n;
+};
+
+const program = new Command('sim')
+  .description('runs the real oncely runtime through seeded schedules of crashes, freezes and operators')
+  .option('--seed <n>', 'the seed (default: a fresh one, printed)', int('--seed'))
+  .option('--schedules <n>', 'how many schedules (default 200)', int('--schedules'))
+  .option('--minutes <m>', 'run fresh schedules for this long instead', positive)
+  .option('--store <kind>', 'sqlite (the PostgreSQL leg is not built yet)', 'sqlite')
+  .option('--path <path>', 'replay one schedule: the path a failure printed (with its --seed)')
+  .option('--json', 'print the summary as one JSON line')
+  .option('--verbose', 'print each schedule as it ends')
+  .option('--dump <dir>', "write each schedule's timeline to DIR/s<N>.txt (to compare two runs)");
+
+async function main(): Promise<number> {
+  const options = program.parse(process.argv).opts<Options>();
+  if (options.store !== 'sqlite') {
+    console.error(`sim: --store ${options.store}: only sqlite is simulated so far`);
+    return 2;
+  }
+  const seed = options.seed ?? Math.floor(Math.random() * 2 ** 31);
+  const dir = mkdtempSync(join(existsSync('/dev/shm') ? '/dev/shm' : tmpdir(), 'oncely-sim-'));
+  try {
+    const template = await makeTemplate(dir);
+    let n = 0;
+    const digest = createHash('sha256');
+    const started = Date.now();
+    let lastReport = started;
+    const runOne = async (plan: SchedulePlan): Promise<ScheduleResult> => {
+      n += 1;
+      const result = await new Schedule(plan, freshLedger(template, dir, n % 4)).run();
+      digest.update(result.timeline.join('\n')).update('\u0000');
+      if (options.dump !== undefined)
+        writeFileSync(join(options.dump, `s${n}.txt`), result.timeline.join('\n'));
+      if (options.verbose === true) {
+        console.error(
+          `schedule ${n}: ${result.steps} steps, ${result.virtualMs} virtual ms, ${result.violations.length} violations`,
+        );
+      }
+      if (Date.now() - lastReport > 10_000) {
+        lastReport = Date.now();
+        console.error(`sim: ${n} schedules so far (${rate(n, started)}/min)`);
+      }
+      return result;
+    };
+    const details = await fc.check(
+      fc.asyncProperty(schedulePlan, async (plan) => {
+        const result = await runOne(plan);
+        if (result.violations.length > 0) throw new Error(result.violations.join('\n'));
+      }),
+      {
+        seed,
+        ...(options.path === undefined ? {} : { path: options.path }),
+        numRuns: options.minutes === undefined ? (options.schedules ?? 200) : Number.MAX_SAFE_INTEGER,
+        ...(options.minutes === undefined
+          ? {}
+          : { interruptAfterTimeLimit: options.minutes * 60_000, markInterruptAsFailure: false }),
+      },
+    );
+    let violations = 0;
+    if (details.failed && details.counterexample !== null) {
+      const [plan] = details.counterexample;
+      const first = await new Schedule(plan, freshLedger(template, dir, 9)).run();
+      const again = await new Schedule(plan, freshLedger(template, dir, 10)).run();
+      violations = 1;
+      console.log(`sim: VIOLATION with seed ${seed}, path ${details.counterexamplePath ?? '?'}`);
+      for (const line of first.violations) console.log(`  ${line}`);
+      if (first.violations.length === 0) {
+        console.log(
+          `  (the run failed with: ${String(details.errorInstance)}; run again alone, it held: the replay is not exact)`,
+        );
+      }
+      console.log('the shrunk schedule:');
+      console.log(JSON.stringify(plan));
+      console.log('its timeline:');
+      for (const line of first.timeline) console.log(`  ${line}`);
+      const same = JSON.stringify(first.timeline) === JSON.stringify(again.timeline);
+      console.log(
+        same
+          ? 'replayed twice: the same timeline'
+          : 'replayed twice: THE TIMELINES DIFFER (the replay is not exact)',
+      );
+      if (!same) for (const line of again.timeline) console.log(`  | ${line}`);
+      console.log(`replay: npm run sim -- --seed ${seed} --path ${details.counterexamplePath ?? ''}`);
+    } else if (details.failed) {
+      console.log(`sim: the run itself failed: ${String(details.errorInstance)}`);
+      violations = 1;
+    }
+    // The same seed and count give the same digest: every schedule replayed exactly.
+    const timelines = digest.digest('hex').slice(0, 16);
+    const summary = { schedules: n, violations, perMinute: rate(n, started), seed, timelines };
+    if (options.json === true) console.log(JSON.stringify(summary));
+    else
+      console.log(`sim: timelines digest ${timelines} (the same seed and count must give the same digest)`);
+    console.log(
+      `sim: ${n} schedules, ${violations} violations, ${summary.perMinute} schedules/min, seed ${seed}`,
+    );
+    return violations === 0 ? 0 : 1;
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+function rate(n: number, started: number): number {
+  return Math.round((n * 60_000) / Math.max(1, Date.now() - started));
+}
+
+process.exitCode = await main();

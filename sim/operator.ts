@@ -1,0 +1,88 @@
+import type { Runtime } from '../src/runs/index.js';
+import type { OperatorAction } from './plan.js';
+import { runIdOf, TENANT, type Books } from './world.js';
+
+/*
+ * An operator at the API layer, acting through the runtime's operator actions while the workers run:
+ * settles an unknown call as the downstream's books say (refused while its attempt may still land),
+ * forces `failed` on a call whose effect has not landed yet (a person who would not wait), compensates
+ * a credit, retries a failed run, cancels one.
+ */
+
+const OPERATOR = 'ops-sim';
+const UNKNOWN = ['started', 'indeterminate'] as const;
+
+export async function operatorAct(
+  action: OperatorAction,
+  runtime: Runtime,
+  books: Books,
+  say: (what: string) => void,
+): Promise<void> {
+  const ledger = runtime.store.ledger;
+  switch (action) {
+    case 'resolve-truth': {
+      const [call] = await ledger.list(TENANT, { statuses: [...UNKNOWN], limit: 1 });
+      if (call === undefined) return say('resolve: no unknown call');
+      const took = books.count(call.idempotencyKey) > 0;
+      say(`resolve ${call.idempotencyKey} ${took ? 'completed' : 'failed'} (the books)`);
+      await runtime.resolve({
+        tenantId: TENANT,
+        idempotencyKey: call.idempotencyKey,
+        status: took ? 'completed' : 'failed',
+        reason: 'checked the downstream books',
+        actorId: OPERATOR,
+        ...(took ? { resultReference: `rcpt_${call.idempotencyKey}` } : {}),
+      });
+      return;
+    }
+    case 'resolve-force-failed': {
+      const calls = await ledger.list(TENANT, { statuses: ['started'], limit: 5 });
+      const call = calls.find((c) => c.effect !== 'read' && books.count(c.idempotencyKey) === 0);
+      if (call === undefined) return say('force: no started call without an effect');
+      say(`force failed ${call.idempotencyKey}`);
+      await runtime.resolve({
+        tenantId: TENANT,
+        idempotencyKey: call.idempotencyKey,
+        status: 'failed',
+        reason: 'nothing in the books yet; not waiting',
+        actorId: OPERATOR,
+        force: true,
+      });
+      return;
+    }
+    case 'compensate': {
+      const [call] = await ledger.list(TENANT, {
+        statuses: ['completed'],
+        toolName: 'issue_credit',
+        limit: 1,
+      });
+      if (call === undefined) return say('compensate: no completed credit');
+      say(`compensate ${call.idempotencyKey}`);
+      const outcome = await runtime.compensate({
+        tenantId: TENANT,
+        idempotencyKey: call.idempotencyKey,
+        reason: 'the customer returned the goods',
+        actorId: OPERATOR,
+      });
+      say(`compensate ${call.idempotencyKey}: ${outcome.status}`);
+      return;
+    }
+    case 'retry':
+    case 'cancel': {
+      for (let i = 0; ; i += 1) {
+        const run = await runtime.store.runs.get(TENANT, runIdOf(i));
+        if (run === undefined) return say(`${action}: no run to ${action}`);
+        const fits =
+          action === 'retry'
+            ? run.status === 'failed'
+            : !['completed', 'failed', 'cancelled'].includes(run.status);
+        if (!fits) continue;
+        say(`${action} ${run.runId} (${run.status})`);
+        if (action === 'retry')
+          await runtime.retry(TENANT, run.runId, { reason: 'the cause is fixed', actorId: OPERATOR });
+        else await runtime.cancel(TENANT, run.runId, { reason: 'the customer withdrew', actorId: OPERATOR });
+        return;
+      }
+    }
+  }
+}

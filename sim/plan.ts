@@ -1,0 +1,114 @@
+import fc from 'fast-check';
+import { CRASH_POINTS } from '../src/crash/index.js';
+
+/*
+ * One schedule's world, as fast-check draws it from the seed: the runs and what their model asks
+ * for, how the downstreams answer each request, what the reconcile hook does, which process dies,
+ * freezes or is restarted when, what the operator does when, and the choices that order every
+ * store call of every process. Everything is a list fast-check can shrink: a failing schedule shrinks
+ * to the fewest runs, faults, actions and choices that still fail.
+ */
+
+export const PROCESSES = 3;
+
+export const TOOL_NAMES = ['issue_credit', 'send_email', 'lookup_order'] as const;
+export type ToolName = (typeof TOOL_NAMES)[number];
+
+/** How a downstream handles one request. */
+export const BEHAVIOURS = [
+  'ok', // applies, answers soon
+  'slow', // applies late (before the tool's timeout plus the margin), answers after the tool gave up
+  'lost', // never reaches the service: no effect, no answer
+  'refused', // refused before anything was sent (ToolNotAttemptedError): no effect
+  'applied-then-error', // applies, then answers an error
+  'error-before', // answers an error without applying
+] as const;
+export type Behaviour = (typeof BEHAVIOURS)[number];
+
+export const HOOK_BEHAVIOURS = ['truth', 'unknown', 'throws', 'hangs'] as const;
+export type HookBehaviour = (typeof HOOK_BEHAVIOURS)[number];
+
+export interface RunPlan {
+  /** The agent: its unknown calls pause the run, or fail it. */
+  readonly onIndeterminate: 'pause' | 'fail';
+  /** The model's tool calls in its first response (then it answers in text). */
+  readonly calls: readonly ToolName[];
+  /** The model repeats its first response's calls once more (a model that "tries again"). */
+  readonly repeats: boolean;
+}
+
+export type Fault =
+  | { readonly kind: 'crash'; readonly process: number; readonly atGate: number; readonly after: boolean }
+  | { readonly kind: 'crash-point'; readonly process: number; readonly point: string; readonly nth: number }
+  | { readonly kind: 'freeze'; readonly process: number; readonly atMs: number; readonly forMs: number };
+
+export const OPERATOR_ACTIONS = [
+  'resolve-truth',
+  'resolve-force-failed',
+  'compensate',
+  'retry',
+  'cancel',
+] as const;
+export type OperatorAction = (typeof OPERATOR_ACTIONS)[number];
+
+export interface OperatorStep {
+  readonly atMs: number;
+  readonly action: OperatorAction;
+}
+
+export interface SchedulePlan {
+  readonly runs: readonly RunPlan[];
+  readonly behaviours: { readonly [T in 'issue_credit' | 'send_email']: readonly Behaviour[] };
+  readonly hook: readonly HookBehaviour[];
+  readonly faults: readonly Fault[];
+  readonly restartAfterMs: number;
+  readonly operator: readonly OperatorStep[];
+  /** Orders the store calls: at each point, the `choices[i] % n`-th of the n calls waiting goes next. */
+  readonly choices: readonly number[];
+  /** Seeds the ids and jitter the runtime draws (so a replay has the same ids). */
+  readonly randomSeed: number;
+}
+
+const runPlan: fc.Arbitrary<RunPlan> = fc.record({
+  onIndeterminate: fc.constantFrom('pause' as const, 'fail' as const),
+  calls: fc.subarray([...TOOL_NAMES], { minLength: 1 }),
+  repeats: fc.boolean(),
+});
+
+const fault: fc.Arbitrary<Fault> = fc.oneof(
+  fc.record({
+    kind: fc.constant('crash' as const),
+    process: fc.nat({ max: PROCESSES - 1 }),
+    atGate: fc.nat({ max: 120 }),
+    after: fc.boolean(),
+  }),
+  fc.record({
+    kind: fc.constant('crash-point' as const),
+    process: fc.nat({ max: PROCESSES - 1 }),
+    point: fc.constantFrom(...CRASH_POINTS),
+    nth: fc.integer({ min: 1, max: 3 }),
+  }),
+  fc.record({
+    kind: fc.constant('freeze' as const),
+    process: fc.nat({ max: PROCESSES - 1 }),
+    atMs: fc.nat({ max: 3_000 }),
+    forMs: fc.integer({ min: 100, max: 4_000 }),
+  }),
+);
+
+export const schedulePlan: fc.Arbitrary<SchedulePlan> = fc.record({
+  runs: fc.array(runPlan, { minLength: 1, maxLength: 3 }),
+  behaviours: fc.record({
+    issue_credit: fc.array(fc.constantFrom(...BEHAVIOURS), { maxLength: 6 }),
+    send_email: fc.array(fc.constantFrom(...BEHAVIOURS), { maxLength: 6 }),
+  }),
+  hook: fc.array(fc.constantFrom(...HOOK_BEHAVIOURS), { maxLength: 4 }),
+  faults: fc.array(fault, { maxLength: 3 }),
+  restartAfterMs: fc.integer({ min: 0, max: 3_000 }),
+  operator: fc.array(
+    fc.record({ atMs: fc.nat({ max: 8_000 }), action: fc.constantFrom(...OPERATOR_ACTIONS) }),
+    { maxLength: 4 },
+  ),
+  choices: fc.array(fc.nat({ max: 1_000 }), { maxLength: 300 }),
+  randomSeed: fc.nat(),
+});

@@ -1,0 +1,385 @@
+import { copyFileSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
+import Database from 'better-sqlite3';
+import { setCrashPointHook } from '../src/crash/index.js';
+import { aiRuntime } from '../src/models/ai-runtime.js';
+import { isOncelyError } from '../src/errors/index.js';
+import { resetMintedIds } from '../src/runs/messages.js';
+import { Runtime } from '../src/runs/index.js';
+import { openStore, type Store } from '../src/store/index.js';
+import { SqliteStore } from '../src/store/sqlite/index.js';
+import { startWorker, type Worker } from '../src/worker/index.js';
+import { seedRandomness } from './determinism.js';
+import { checkInvariants } from './invariants.js';
+import { operatorAct } from './operator.js';
+import { PROCESSES, type Fault, type SchedulePlan } from './plan.js';
+import { ProcessClock, WorldClock } from './virtual-clock.js';
+import { agentNameOf, currentProcess, LANDING_MARGIN_MS, runIdOf, TENANT, World } from './world.js';
+
+/*
+ * One schedule: a fresh ledger (a copy of a migrated SQLite file), three worker processes and an
+ * operator's, all the real runtime, over one virtual clock. Every store call of every process waits
+ * at a gate; the plan's choices say which waiting call goes next, its faults which process dies
+ * (before or after a store call, or at a named crash point), freezes or comes back, and when. When
+ * nothing can run, time moves to the next timer. The schedule ends when every run has ended or waits
+ * on a person and the world is quiet, or at the horizon; then the invariants are checked.
+ */
+
+export const START_MS = Date.UTC(2030, 0, 1);
+const HORIZON_MS = 60_000;
+const LEASE_MS = 1_000;
+const MAX_STEPS = 20_000;
+const never = <T>(): Promise<T> => new Promise<T>(() => undefined);
+
+export interface ScheduleResult {
+  readonly violations: string[];
+  readonly timeline: string[];
+  readonly steps: number;
+  readonly virtualMs: number;
+}
+
+interface Gate {
+  readonly process: SimProcess;
+  readonly label: string;
+  readonly open: () => void;
+}
+
+class SimProcess {
+  alive = true;
+  frozen = false;
+  worker: Worker | undefined;
+  runtime: Runtime | undefined;
+  raw: Store | undefined;
+  gates = 0;
+  constructor(
+    readonly index: number,
+    readonly name: string,
+  ) {}
+}
+
+export class Schedule {
+  readonly #timeline: string[] = [];
+  readonly #clock: WorldClock;
+  readonly world: World;
+  readonly #gates: Gate[] = [];
+  readonly #processes: SimProcess[] = [];
+  readonly #toClose: Store[] = [];
+  /** Each fault strikes once: a restarted process is not killed again at the same point. */
+  readonly #fired = new Set<Fault>();
+  #choice = 0;
+  #op: SimProcess | undefined;
+
+  constructor(
+    readonly plan: SchedulePlan,
+    readonly dbPath: string,
+    readonly verbose = false,
+  ) {
+    this.#clock = new WorldClock(START_MS, (owner) => this.#runnable(owner));
+    this.world = new World(plan, this.#clock, { note: (what) => this.note(what) });
+  }
+
+  note(what: string): void {
+    this.#timeline.push(`${String(this.#clock.now() - START_MS).padStart(6)} ms  ${what}`);
+  }
+
+  #runnable(owner: string): boolean {
+    if (owner === 'world') return true;
+    const p = this.#processes.find((q) => q.name === owner);
+    return p !== undefined && p.alive && !p.frozen;
+  }
+
+  /** Wraps each store method so it waits at a gate; a dead process's calls never return. */
+  #gated(store: Store, p: SimProcess): Store {
+    const gateObject = <T extends object>(target: T, label: string): T =>
+      new Proxy(target, {
+        get: (t, prop) => {
+          const value = Reflect.get(t, prop, t) as unknown;
+          if (typeof value !== 'function') return value;
+          return (...args: unknown[]) =>
+            new Promise<void>((open) => {
+              if (!p.alive) return;
+              this.#gates.push({ process: p, label: `${label}${String(prop)}`, open });
+            }).then(async () => {
+              const result: unknown = await (value as (...a: unknown[]) => Promise<unknown>).apply(t, args);
+              return p.alive ? result : never();
+            });
+        },
+      });
+    const subs = [
+      'ledger',
+      'runs',
+      'workflows',
+      'toolSlots',
+      'monitor',
+      'workers',
+      'loopSteps',
+      'apiKeys',
+    ] as const;
+    const wrapped = new Map<string | symbol, unknown>(subs.map((s) => [s, gateObject(store[s], `${s}.`)]));
+    return new Proxy(store, {
+      get: (t, prop) => {
+        if (wrapped.has(prop)) return wrapped.get(prop);
+        if (prop === 'transaction' || prop === 'reserveStep' || prop === 'recordStep') {
+          return Reflect.get(gateObject(t, ''), prop) as unknown;
+        }
+        return Reflect.get(t, prop, t) as unknown;
+      },
+    });
+  }
+
+  async #start(index: number, generation: number, worker: boolean): Promise<SimProcess> {
+    const p = new SimProcess(index, index < 0 ? 'operator' : `p${index}#${generation}`);
+    this.#processes.push(p);
+    const clock = new ProcessClock(this.#clock, p.name);
+    // Opened directly: `openStore` loads the driver with a dynamic import, whose time is real.
+    p.raw = await SqliteStore.open(this.dbPath, { clock, create: false });
+    const store = this.#gated(p.raw, p);
+    p.runtime = new Runtime(store, {
+      agents: this.world.agents(),
+      owner: p.name,
+      clock,
+      leaseMs: LEASE_MS,
+      landingMarginMs: LANDING_MARGIN_MS,
+      retryBaseMs: 100,
+      reconcileEveryMs: 300,
+      reconcileMaxWaitMs: 2_000,
+      toolSlotLeaseMs: 2_000,
+      log: { error: () => undefined },
+    });
+    if (worker) {
+      const runtime = p.runtime;
+      p.worker = currentProcess.run({ name: p.name, alive: () => p.alive }, () =>
+        startWorker(runtime, {
+          concurrency: 2,
+          pollMs: 200,
+          sweepMs: 500,
+          heartbeatMs: 2_000,
+          wakeups: false,
+        }),
+      );
+    }
+    this.note(`${p.name} starts`);
+    return p;
+  }
+
+  #kill(p: SimProcess, how: string): void {
+    if (!p.alive) return;
+    p.alive = false;
+    this.#clock.dropOwner(p.name);
+    if (p.raw !== undefined) this.#toClose.push(p.raw);
+    this.note(`${p.name} KILLED ${how}`);
+    const generation = Number(p.name.split('#')[1] ?? '1') + 1;
+    this.#clock.add('world', () => void this.#start(p.index, generation, true), this.plan.restartAfterMs);
+  }
+
+  #armFaults(): void {
+    for (const f of this.plan.faults) {
+      if (f.kind === 'freeze') {
+        this.#clock.add(
+          'world',
+          () => {
+            const p = this.#processes.find((q) => q.index === f.process && q.alive);
+            if (p === undefined || p.frozen) return;
+            p.frozen = true;
+            this.note(`${p.name} FROZEN for ${f.forMs} ms`);
+            this.#clock.add(
+              'world',
+              () => {
+                p.frozen = false;
+                this.note(`${p.name} thaws`);
+              },
+              f.forMs,
+            );
+          },
+          f.atMs,
+        );
+      }
+    }
+    const arrivals = new Map<string, number>();
+    setCrashPointHook(async (point) => {
+      const me = currentProcess.getStore();
+      const p = this.#processes.find((q) => q.name === me?.name);
+      if (p === undefined || !p.alive || p.index < 0) return;
+      const id = `${p.name}:${point}`;
+      const n = (arrivals.get(id) ?? 0) + 1;
+      arrivals.set(id, n);
+      const armed = this.plan.faults.find(
+        (f) =>
+          f.kind === 'crash-point' &&
+          f.process === p.index &&
+          f.point === point &&
+          f.nth === n &&
+          !this.#fired.has(f),
+      );
+      if (armed === undefined) return;
+      this.#fired.add(armed);
+      this.#kill(p, `at crash point ${point}`);
+      await never();
+    });
+  }
+
+  #armOperator(): void {
+    for (const step of this.plan.operator) {
+      this.#clock.add(
+        'world',
+        () => {
+          const op = this.#op;
+          if (op?.runtime === undefined) return;
+          const runtime = op.runtime;
+          void currentProcess.run({ name: op.name, alive: () => true }, () =>
+            operatorAct(step.action, runtime, this.world.books, (what) =>
+              this.note(`operator: ${what}`),
+            ).catch((error: unknown) => {
+              this.note(
+                `operator: ${step.action} refused: ${isOncelyError(error) ? error.code : String(error)}`,
+              );
+            }),
+          );
+        },
+        step.atMs,
+      );
+    }
+  }
+
+  /** Lets every microtask run: whatever can go on without a gate or a timer does. */
+  async #settle(): Promise<void> {
+    for (let i = 0; i < 3; i += 1) await new Promise<void>((resolve) => setImmediate(resolve));
+    for (const store of this.#toClose.splice(0)) sever(store);
+  }
+
+  #pick(n: number): number {
+    const c = this.plan.choices[this.#choice] ?? 0;
+    this.#choice += 1;
+    return c % n;
+  }
+
+  async #quiet(observer: Store): Promise<boolean> {
+    if (this.world.books.onWire > 0) return false;
+    if (this.#processes.some((p) => p.index >= 0 && (p.frozen || !p.alive) && !this.#restarted(p)))
+      return false;
+    const now = this.#clock.now() - START_MS;
+    if (
+      this.plan.operator.some((s) => s.atMs >= now) ||
+      this.plan.faults.some((f) => f.kind === 'freeze' && f.atMs + f.forMs >= now)
+    )
+      return false;
+    for (let i = 0; i < this.plan.runs.length; i += 1) {
+      const run = await observer.runs.get(TENANT, runIdOf(i));
+      if (run === undefined || run.status === 'queued' || run.status === 'running') return false;
+    }
+    return true;
+  }
+
+  #restarted(p: SimProcess): boolean {
+    return this.#processes.some((q) => q.index === p.index && q !== p && q.alive);
+  }
+
+  async run(): Promise<ScheduleResult> {
+    seedRandomness(this.plan.randomSeed);
+    resetMintedIds();
+    this.#armFaults();
+    const observer = await SqliteStore.open(this.dbPath, { create: false });
+    let steps = 0;
+    try {
+      this.#op = await this.#start(-1, 1, false);
+      const op = this.#op.runtime!;
+      for (let i = 0; i < this.plan.runs.length; i += 1) {
+        await this.#alone(
+          op.startRun({ tenantId: TENANT, agent: agentNameOf(i), input: `order ${i}`, runId: runIdOf(i) }),
+        );
+      }
+      for (let i = 0; i < PROCESSES; i += 1) await this.#start(i, 1, true);
+      this.#armOperator();
+      while (steps < MAX_STEPS && this.#clock.now() - START_MS < HORIZON_MS) {
+        await this.#settle();
+        steps += 1;
+        if (steps % 50 === 0 && (await this.#quiet(observer))) break;
+        const open = this.#gates.filter((g) => g.process.alive && !g.process.frozen);
+        if (open.length > 0) {
+          const gate = open[this.#pick(open.length)]!;
+          this.#gates.splice(this.#gates.indexOf(gate), 1);
+          gate.process.gates += 1;
+          const crash = this.plan.faults.find(
+            (f): f is Extract<Fault, { kind: 'crash' }> =>
+              f.kind === 'crash' &&
+              f.process === gate.process.index &&
+              f.atGate === gate.process.gates &&
+              !this.#fired.has(f),
+          );
+          if (crash !== undefined) this.#fired.add(crash);
+          if (crash !== undefined && !crash.after) {
+            this.#kill(gate.process, `before ${gate.label}`);
+            continue;
+          }
+          gate.open();
+          if (crash !== undefined) this.#kill(gate.process, `after ${gate.label}`);
+          continue;
+        }
+        if (!this.#clock.fireNext()) break;
+      }
+      for (const p of this.#processes) if (p.alive) p.alive = false; // every process stops here
+      await this.#settle();
+      const violations = await checkInvariants({
+        store: observer,
+        plan: this.plan,
+        books: this.world.books,
+        atHorizon: this.#clock.now() - START_MS >= HORIZON_MS || steps >= MAX_STEPS,
+      });
+      return { violations, timeline: this.#timeline, steps, virtualMs: this.#clock.now() - START_MS };
+    } finally {
+      setCrashPointHook(undefined);
+      for (const p of this.#processes) if (p.raw !== undefined) sever(p.raw);
+      await observer.close();
+    }
+  }
+
+  /** Before the workers start: `work`'s store calls go in the order they are made. */
+  async #alone<T>(work: Promise<T>): Promise<T> {
+    let done = false;
+    const finished = work.finally(() => {
+      done = true;
+    });
+    for (let i = 0; i < 1_000 && !done; i += 1) {
+      await this.#settle();
+      this.#gates.shift()?.open();
+    }
+    return finished;
+  }
+}
+
+/**
+ * What the system does for a killed process: its database connections close at once, whatever it
+ * was doing (an open transaction rolls back, its locks go). `close()` would wait for the work in
+ * flight, which a dead process never finishes.
+ */
+function sever(store: Store): void {
+  const connections = store as unknown as Record<
+    'reader' | 'writer',
+    { open: boolean; close(): void } | undefined
+  >;
+  for (const db of [connections.reader, connections.writer]) if (db?.open === true) db.close();
+}
+
+/**
+ * A migrated ledger, checkpointed into one file, that each schedule copies. Also loads the AI SDK,
+ * which the runtime loads with its first model call (a dynamic import takes real time, which the
+ * virtual clock cannot order): loaded first, every schedule replays exactly, the first one too.
+ */
+export async function makeTemplate(dir: string): Promise<string> {
+  await aiRuntime();
+  const path = join(dir, 'template.db');
+  const store = await openStore(`sqlite:${path}`, { migrate: true });
+  await store.close();
+  const db = new Database(path);
+  db.pragma('wal_checkpoint(TRUNCATE)');
+  db.close();
+  return path;
+}
+
+/** A fresh ledger for a schedule: a copy of a migrated template file. */
+export function freshLedger(template: string, dir: string, n: number): string {
+  const path = join(dir, `s${n}.db`);
+  for (const suffix of ['', '-wal', '-shm']) rmSync(path + suffix, { force: true });
+  copyFileSync(template, path);
+  return path;
+}
