@@ -43,7 +43,11 @@ const program = new Command('sim')
   .description('runs the real oncely runtime through seeded schedules of crashes, freezes and operators')
   .option('--seed <n>', 'the seed (default: a fresh one, printed)', int('--seed'))
   .option('--schedules <n>', 'how many schedules (default 200)', int('--schedules'))
-  .option('--minutes <m>', 'run fresh schedules for this long instead', positive)
+  .option(
+    '--minutes <m>',
+    'run batches of 200 schedules (seeds seed, seed+1, …) for this long instead',
+    positive,
+  )
   .option('--store <kind>', 'sqlite (the PostgreSQL leg is not built yet)', 'sqlite')
   .option('--path <path>', 'replay one schedule: the path a failure printed (with its --seed)')
   .option('--json', 'print the summary as one JSON line')
@@ -81,27 +85,32 @@ async function main(): Promise<number> {
       }
       return result;
     };
-    const details = await fc.check(
-      fc.asyncProperty(schedulePlan, async (plan) => {
-        const result = await runOne(plan);
-        if (result.violations.length > 0) throw new Error(result.violations.join('\n'));
-      }),
-      {
-        seed,
-        ...(options.path === undefined ? {} : { path: options.path }),
-        numRuns: options.minutes === undefined ? (options.schedules ?? 200) : Number.MAX_SAFE_INTEGER,
-        ...(options.minutes === undefined
-          ? {}
-          : { interruptAfterTimeLimit: options.minutes * 60_000, markInterruptAsFailure: false }),
-      },
-    );
+    const check = (batchSeed: number, numRuns: number) =>
+      fc.check(
+        fc.asyncProperty(schedulePlan, async (plan) => {
+          const result = await runOne(plan);
+          if (result.violations.length > 0) throw new Error(result.violations.join('\n'));
+        }),
+        { seed: batchSeed, numRuns, ...(options.path === undefined ? {} : { path: options.path }) },
+      );
+    // --minutes: batches of BATCH schedules, seeds seed, seed + 1, …, until the time is up; a batch
+    // always finishes (a schedule is never cut off), and a failure names its batch's seed.
+    let failedSeed = seed;
+    let details = await check(seed, options.minutes === undefined ? (options.schedules ?? 200) : BATCH);
+    if (options.minutes !== undefined) {
+      const deadline = started + options.minutes * 60_000;
+      while (!details.failed && Date.now() < deadline) {
+        failedSeed += 1;
+        details = await check(failedSeed, BATCH);
+      }
+    }
     let violations = 0;
     if (details.failed && details.counterexample !== null) {
       const [plan] = details.counterexample;
       const first = await new Schedule(plan, freshLedger(template, dir, 9)).run();
       const again = await new Schedule(plan, freshLedger(template, dir, 10)).run();
       violations = 1;
-      console.log(`sim: VIOLATION with seed ${seed}, path ${details.counterexamplePath ?? '?'}`);
+      console.log(`sim: VIOLATION with seed ${failedSeed}, path ${details.counterexamplePath ?? '?'}`);
       for (const line of first.violations) console.log(`  ${line}`);
       if (first.violations.length === 0) {
         console.log(
@@ -119,7 +128,7 @@ async function main(): Promise<number> {
           : 'replayed twice: THE TIMELINES DIFFER (the replay is not exact)',
       );
       if (!same) for (const line of again.timeline) console.log(`  | ${line}`);
-      console.log(`replay: npm run sim -- --seed ${seed} --path ${details.counterexamplePath ?? ''}`);
+      console.log(`replay: npm run sim -- --seed ${failedSeed} --path ${details.counterexamplePath ?? ''}`);
     } else if (details.failed) {
       console.log(`sim: the run itself failed: ${String(details.errorInstance)}`);
       violations = 1;
@@ -138,6 +147,9 @@ async function main(): Promise<number> {
     rmSync(dir, { recursive: true, force: true });
   }
 }
+
+/** Schedules a batch of a timed run (`--minutes`), each batch with the next seed. */
+const BATCH = 200;
 
 function rate(n: number, started: number): number {
   return Math.round((n * 60_000) / Math.max(1, Date.now() - started));

@@ -169,7 +169,15 @@ export class Schedule {
     if (p.raw !== undefined) this.#toClose.push(p.raw);
     this.note(`${p.name} KILLED ${how}`);
     const generation = Number(p.name.split('#')[1] ?? '1') + 1;
-    this.#clock.add('world', () => void this.#start(p.index, generation, true), this.plan.restartAfterMs);
+    this.#clock.add(
+      'world',
+      () => {
+        this.#start(p.index, generation, true).catch((error: unknown) => {
+          this.note(`p${p.index}#${generation} could not start: ${String(error)}`);
+        });
+      },
+      this.plan.restartAfterMs,
+    );
   }
 
   #armFaults(): void {
@@ -266,6 +274,15 @@ export class Schedule {
     for (let i = 0; i < this.plan.runs.length; i += 1) {
       const run = await observer.runs.get(TENANT, runIdOf(i));
       if (run === undefined || run.status === 'queued' || run.status === 'running') return false;
+      if (run.status === 'awaiting_reconciliation') {
+        // Waiting is quiet only while something is unknown; a settled run is requeued by a sweep.
+        const unknown = await observer.ledger.list(TENANT, {
+          runId: run.runId,
+          statuses: ['started', 'indeterminate'],
+          limit: 1,
+        });
+        if (unknown.length === 0) return false;
+      }
     }
     return true;
   }
