@@ -1,5 +1,5 @@
-import { createRequire } from 'node:module';
-import { syncBuiltinESMExports } from 'node:module';
+import { createRequire, syncBuiltinESMExports } from 'node:module';
+import { random } from '../src/drill/schedule.js';
 
 const crypto = createRequire(import.meta.url)('node:crypto') as Record<string, unknown>;
 
@@ -11,24 +11,12 @@ const crypto = createRequire(import.meta.url)('node:crypto') as Record<string, u
  * (`syncBuiltinESMExports`).
  */
 
-/** A small, fast, seeded generator (mulberry32): 32 random bits a call. */
-function mulberry32(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return (t ^ (t >>> 14)) >>> 0;
-  };
-}
-
-let next = mulberry32(1);
+let next = random(1);
 
 function fill<T extends NodeJS.ArrayBufferView>(buffer: T, offset = 0, size?: number): T {
   const bytes = new Uint8Array(buffer.buffer, buffer.byteOffset, buffer.byteLength);
   const end = size === undefined ? bytes.length : offset + size;
-  for (let i = offset; i < end; i += 1) bytes[i] = next() & 0xff;
+  for (let i = offset; i < end; i += 1) bytes[i] = Math.floor(next() * 256);
   return buffer;
 }
 
@@ -36,7 +24,7 @@ let installed = false;
 
 /** Replaces the process's random sources by one seeded generator; `seed` starts it again. */
 export function seedRandomness(seed: number): void {
-  next = mulberry32(seed);
+  next = random(seed);
   if (installed) return;
   installed = true;
   const c = crypto;
@@ -50,5 +38,5 @@ export function seedRandomness(seed: number): void {
     return `${h.slice(0, 8)}-${h.slice(8, 12)}-${h.slice(12, 16)}-${h.slice(16, 20)}-${h.slice(20)}`;
   };
   syncBuiltinESMExports();
-  Math.random = () => next() / 4_294_967_296;
+  Math.random = () => next();
 }
