@@ -1,7 +1,7 @@
 import type { JsonValue, LedgerEvent, ToolExecutionRecord } from '../src/ledger/index.js';
 import type { Store } from '../src/store/index.js';
 import type { SchedulePlan } from './plan.js';
-import { CREDIT_CONCURRENCY, runIdOf, TENANT, type Books } from './world.js';
+import { CREDIT_CONCURRENCY, runIdOf, TENANT, WORKFLOW_RUN_ID, type Books } from './world.js';
 
 /*
  * What must hold after every schedule, checked against the services' own books (what took effect),
@@ -15,6 +15,8 @@ import { CREDIT_CONCURRENCY, runIdOf, TENANT, type Books } from './world.js';
  *   no run waiting on reconciliation without an unknown call;
  * - the model never left believing "did not take effect" about an effect that stands;
  * - a tool's concurrency limit never exceeded;
+ * - a workflow retry never repeats a standing effect (a node's next attempt after a credit of an
+ *   earlier one took effect starts only on an operator's `retry`), and no workflow run is left running;
  * - every history is append-only and in order: ids and times rising, each transition from where the
  *   last one left the record.
  * A call an operator forced `failed` is the operator's word against an attempt that may still land:
@@ -75,11 +77,12 @@ export async function checkInvariants(facts: Facts): Promise<string[]> {
   }
   for (const [key, history] of histories) v.push(...historyProblems(key, history, byKey.get(key)!));
   for (let i = 0; i < facts.plan.runs.length; i += 1) {
-    const run = await store.runs.get(TENANT, runIdOf(i));
-    if (run === undefined) {
-      v.push(`${runIdOf(i)} was never created`);
-      continue;
-    }
+    if ((await store.runs.get(TENANT, runIdOf(i))) === undefined) v.push(`${runIdOf(i)} was never created`);
+  }
+  if (facts.plan.workflow) v.push(...(await workflowProblems(facts, records, forced)));
+  for (const summary of await store.runs.list(TENANT, { limit: 1_000 })) {
+    const run = await store.runs.get(TENANT, summary.runId);
+    if (run === undefined) continue;
     const calls = records.filter((r) => r.runId === run.runId && r.compensationOf === null);
     const unknown = calls.filter((r) => UNKNOWN.has(r.status));
     if (run.status === 'queued' || run.status === 'running') {
@@ -97,6 +100,50 @@ export async function checkInvariants(facts: Facts): Promise<string[]> {
     }
     const unseen = (key: string): boolean => forced(key) && byKey.get(key)?.conflictAt === null;
     v.push(...beliefProblems(run.runId, run.checkpoint.messages, books, unseen));
+  }
+  return v;
+}
+
+/**
+ * A workflow retry never repeats a standing effect: a node attempt after one whose credit took effect
+ * (or was unknown when the node failed) starts only on an operator's `retry`; and the workflow run is
+ * not left running when the world is quiet.
+ */
+async function workflowProblems(
+  facts: Facts,
+  records: readonly ToolExecutionRecord[],
+  forced: (key: string) => boolean,
+): Promise<string[]> {
+  const v: string[] = [];
+  const workflow = await facts.store.workflows.get(TENANT, WORKFLOW_RUN_ID);
+  if (workflow === undefined) return [`workflow run ${WORKFLOW_RUN_ID} was never created`];
+  if (workflow.status === 'running') {
+    v.push(
+      `workflow run ${WORKFLOW_RUN_ID} is in limbo: running when the world ${facts.atHorizon ? 'reached its horizon' : 'went quiet'}`,
+    );
+  }
+  const events = await facts.store.workflows.events(TENANT, WORKFLOW_RUN_ID);
+  const attempts = events
+    .filter((e) => e.kind === 'node.started' && e.node === 'pay' && e.attempt !== null)
+    .sort((a, b) => (a.attempt ?? 0) - (b.attempt ?? 0));
+  let standing: string | undefined;
+  for (const attempt of attempts) {
+    const allowed = events.some(
+      (e) => e.kind === 'node.retry_allowed' && e.node === 'pay' && e.attempt === attempt.attempt,
+    );
+    if (standing !== undefined && !allowed) {
+      v.push(
+        `a workflow retry repeated a standing effect: node pay's attempt ${attempt.attempt} started by itself after ${standing} took effect`,
+      );
+    }
+    const credited = records.find(
+      (r) =>
+        r.runId === attempt.runId &&
+        r.toolName === 'issue_credit' &&
+        facts.books.count(r.idempotencyKey) > 0 &&
+        !forced(r.idempotencyKey),
+    );
+    if (credited !== undefined) standing ??= credited.idempotencyKey;
   }
   return v;
 }

@@ -1,6 +1,7 @@
 import type { Runtime } from '../src/runs/index.js';
 import type { OperatorAction } from './plan.js';
-import { runIdOf, TENANT, type Books } from './world.js';
+import type { WorkflowEngine } from '../src/workflows/index.js';
+import { runIdOf, TENANT, WORKFLOW_RUN_ID, type Books } from './world.js';
 
 /*
  * An operator at the API layer, acting through the runtime's operator actions while the workers run:
@@ -15,6 +16,7 @@ const UNKNOWN = ['started', 'indeterminate'] as const;
 export async function operatorAct(
   action: OperatorAction,
   runtime: Runtime,
+  workflows: WorkflowEngine | undefined,
   books: Books,
   say: (what: string) => void,
 ): Promise<void> {
@@ -65,6 +67,25 @@ export async function operatorAct(
         actorId: OPERATOR,
       });
       say(`compensate ${call.idempotencyKey}: ${outcome.status}`);
+      return;
+    }
+    case 'decide-retry':
+    case 'decide-skip': {
+      const waiting = workflows === undefined ? undefined : await workflows.get(TENANT, WORKFLOW_RUN_ID);
+      const node = waiting?.nodes.find((n) => n.state === 'failed');
+      if (workflows === undefined || waiting?.status !== 'awaiting_operator' || node === undefined) {
+        return say(`${action}: no workflow run waiting`);
+      }
+      const decision = action === 'decide-retry' ? 'retry' : 'skip';
+      say(
+        `${decision} node ${node.name} (standing: ${node.standingCalls.map((c) => c.idempotencyKey).join(', ') || 'none'})`,
+      );
+      await workflows.decide(TENANT, WORKFLOW_RUN_ID, {
+        node: node.name,
+        action: decision,
+        reason: 'checked what stands',
+        actorId: OPERATOR,
+      });
       return;
     }
     case 'retry':

@@ -48,6 +48,8 @@ export const OPERATOR_ACTIONS = [
   'compensate',
   'retry',
   'cancel',
+  'decide-retry',
+  'decide-skip',
 ] as const;
 export type OperatorAction = (typeof OPERATOR_ACTIONS)[number];
 
@@ -58,6 +60,11 @@ export interface OperatorStep {
 
 export interface SchedulePlan {
   readonly runs: readonly RunPlan[];
+  /**
+   * A workflow run beside the runs: node `pay` (an agent that credits, then runs out of steps:
+   * `recovery_policy: retry`, 3 attempts) and node `notify` after it.
+   */
+  readonly workflow: boolean;
   readonly behaviours: { readonly [T in 'issue_credit' | 'send_email']: readonly Behaviour[] };
   readonly hook: readonly HookBehaviour[];
   readonly faults: readonly Fault[];
@@ -98,6 +105,7 @@ const fault: fc.Arbitrary<Fault> = fc.oneof(
 
 export const schedulePlan: fc.Arbitrary<SchedulePlan> = fc.record({
   runs: fc.array(runPlan, { minLength: 1, maxLength: 3 }),
+  workflow: fc.boolean(),
   behaviours: fc.record({
     issue_credit: fc.array(fc.constantFrom(...BEHAVIOURS), { maxLength: 6 }),
     send_email: fc.array(fc.constantFrom(...BEHAVIOURS), { maxLength: 6 }),

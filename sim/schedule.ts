@@ -14,7 +14,16 @@ import { checkInvariants } from './invariants.js';
 import { operatorAct } from './operator.js';
 import { PROCESSES, type Fault, type SchedulePlan } from './plan.js';
 import { ProcessClock, WorldClock } from './virtual-clock.js';
-import { agentNameOf, currentProcess, LANDING_MARGIN_MS, runIdOf, TENANT, World } from './world.js';
+import { WorkflowEngine } from '../src/workflows/index.js';
+import {
+  agentNameOf,
+  currentProcess,
+  LANDING_MARGIN_MS,
+  runIdOf,
+  TENANT,
+  World,
+  WORKFLOW_RUN_ID,
+} from './world.js';
 
 /*
  * One schedule: a fresh ledger (a copy of a migrated SQLite file), three worker processes and an
@@ -49,6 +58,7 @@ class SimProcess {
   frozen = false;
   worker: Worker | undefined;
   runtime: Runtime | undefined;
+  workflows: WorkflowEngine | undefined;
   raw: Store | undefined;
   gates = 0;
   constructor(
@@ -146,10 +156,14 @@ export class Schedule {
       toolSlotLeaseMs: 2_000,
       log: { error: () => undefined },
     });
+    const workflows = this.world.workflows();
+    if (workflows.length > 0) p.workflows = new WorkflowEngine(p.runtime, workflows, { leaseMs: LEASE_MS });
     if (worker) {
       const runtime = p.runtime;
+      const engine = p.workflows;
       p.worker = currentProcess.run({ name: p.name, alive: () => p.alive }, () =>
         startWorker(runtime, {
+          ...(engine === undefined ? {} : { workflows: engine }),
           concurrency: 2,
           pollMs: 200,
           sweepMs: 500,
@@ -235,7 +249,7 @@ export class Schedule {
           if (op?.runtime === undefined) return;
           const runtime = op.runtime;
           void currentProcess.run({ name: op.name, alive: () => true }, () =>
-            operatorAct(step.action, runtime, this.world.books, (what) =>
+            operatorAct(step.action, runtime, op.workflows, this.world.books, (what) =>
               this.note(`operator: ${what}`),
             ).catch((error: unknown) => {
               this.note(
@@ -271,9 +285,12 @@ export class Schedule {
       this.plan.faults.some((f) => f.kind === 'freeze' && f.atMs + f.forMs >= now)
     )
       return false;
-    for (let i = 0; i < this.plan.runs.length; i += 1) {
-      const run = await observer.runs.get(TENANT, runIdOf(i));
-      if (run === undefined || run.status === 'queued' || run.status === 'running') return false;
+    if (this.plan.workflow && (await observer.workflows.get(TENANT, WORKFLOW_RUN_ID))?.status === 'running') {
+      return false;
+    }
+    for (const summary of await observer.runs.list(TENANT, { limit: 100 })) {
+      const run = summary;
+      if (run.status === 'queued' || run.status === 'running') return false;
       if (run.status === 'awaiting_reconciliation') {
         // Waiting is quiet only while something is unknown; a settled run is requeued by a sweep.
         const unknown = await observer.ledger.list(TENANT, {
@@ -300,6 +317,17 @@ export class Schedule {
     try {
       this.#op = await this.#start(-1, 1, false);
       const op = this.#op.runtime!;
+      const engine = this.#op.workflows;
+      if (engine !== undefined) {
+        await this.#alone(
+          engine.start({
+            tenantId: TENANT,
+            workflow: 'payout',
+            input: 'pay the order',
+            workflowRunId: WORKFLOW_RUN_ID,
+          }),
+        );
+      }
       for (let i = 0; i < this.plan.runs.length; i += 1) {
         await this.#alone(
           op.startRun({ tenantId: TENANT, agent: agentNameOf(i), input: `order ${i}`, runId: runIdOf(i) }),

@@ -4,6 +4,7 @@ import { defineAgent, type Agent } from '../src/agents/index.js';
 import { ToolNotAttemptedError } from '../src/errors/index.js';
 import { scriptedModel } from '../src/models/index.js';
 import { defineTool, external, read, type Tool } from '../src/tools/index.js';
+import { defineWorkflow, type Workflow } from '../src/workflows/index.js';
 import type { Behaviour, HookBehaviour, RunPlan, SchedulePlan, ToolName } from './plan.js';
 import type { WorldClock } from './virtual-clock.js';
 
@@ -207,12 +208,53 @@ export class World {
     return [credit, email, lookup];
   }
 
-  /** One agent per planned run, each with its own script. */
+  /** One agent per planned run, each with its own script; and the workflow's two, if planned. */
   agents(): Agent[] {
     const tools = this.tools();
-    return this.plan.runs.map((run, i) => agentFor(run, i, tools));
+    const agents = this.plan.runs.map((run, i) => agentFor(run, i, tools));
+    if (!this.plan.workflow) return agents;
+    const payer = defineAgent({
+      name: 'wf_payer',
+      instructions: 'Pay the order.',
+      // Credits, then runs out of steps (the run fails) — unless told the credit already stands.
+      model: scriptedModel((prompt) => {
+        const told = prompt.some(
+          (m) => m.role === 'user' && JSON.stringify(m.content).includes('They stand'),
+        );
+        return told
+          ? { text: 'the credit already stands' }
+          : { toolCalls: [{ toolName: 'issue_credit', input: { accountId: 'acct_wf', amountCents: 2500 } }] };
+      }),
+      // Its tools all have a reconcile hook or only read: `retry` is allowed for it at load.
+      tools: tools.filter((t) => t.name !== 'send_email'),
+      maxSteps: 1,
+      toolPolicy: { onIndeterminate: 'fail' },
+    });
+    const notifier = defineAgent({
+      name: 'wf_notifier',
+      instructions: 'Tell the customer.',
+      model: scriptedModel(() => ({ text: 'told' })),
+      tools: [],
+    });
+    return [...agents, payer, notifier];
+  }
+
+  /** The workflow a planned workflow run runs. */
+  workflows(): Workflow[] {
+    if (!this.plan.workflow) return [];
+    return [
+      defineWorkflow({
+        name: 'payout',
+        nodes: {
+          pay: { agent: 'wf_payer', recoveryPolicy: 'retry', maxAttempts: 3, backoffMs: 100 },
+          notify: { agent: 'wf_notifier', needs: ['pay'] },
+        },
+      }),
+    ];
   }
 }
+
+export const WORKFLOW_RUN_ID = 'wf_0';
 
 export const runIdOf = (i: number): string => `run_${i}`;
 export const agentNameOf = (i: number): string => `agent_${i}`;
