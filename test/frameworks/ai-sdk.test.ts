@@ -8,6 +8,7 @@ import { generateText, stepCountIs, streamText } from 'ai';
 import { MockLanguageModelV3, convertArrayToReadableStream } from 'ai/test';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
+import { heldCredit } from './fixtures/held-credit.js';
 import {
   Ledger,
   ToolNotAttemptedError,
@@ -436,23 +437,7 @@ describe.each(STORE_KINDS)('oncely/ai-sdk durable loop on %s', (kind) => {
 
   it('a call still running in another live process stops the loop with CALL_IN_FLIGHT and when to look again, not RUN_CALL_UNKNOWN', async () => {
     const billing = new Billing();
-    let release: () => void = () => undefined;
-    const gate = new Promise<void>((resolve) => (release = resolve));
-    let running: (key: string) => void = () => undefined;
-    const started = new Promise<string>((resolve) => (running = resolve));
-    const slow = defineTool({
-      name: 'issue_credit',
-      description: "Credit a customer's account",
-      input: z.object({ accountId: z.string(), amountCents: z.number().int().positive() }),
-      effect: external(),
-      timeoutMs: 3_000,
-      execute: async ({ amountCents }, ctx) => {
-        running(ctx.idempotencyKey);
-        await gate;
-        billing.credits.push({ key: ctx.idempotencyKey, amountCents });
-        return { receipt: 'cr_1' };
-      },
-    });
+    const { tool: slow, release, started } = heldCredit(billing, 'cr_1');
     // Process A: its attempt is in flight.
     const a = scripted([response([credit('c', 2500)]), response([{ type: 'text', text: 'Done.' }])]);
     const loopA = durableLoop({ ledger, tenantId: 'acme', runId: 'refund-live' });
@@ -517,23 +502,7 @@ describe.each(STORE_KINDS)('oncely/ai-sdk durable loop on %s', (kind) => {
 
   it('corrects the model at its next call when a call it was told did not take effect lands after all', async () => {
     const billing = new Billing();
-    let release: () => void = () => undefined;
-    const gate = new Promise<void>((resolve) => (release = resolve));
-    let running: (key: string) => void = () => undefined;
-    const started = new Promise<string>((resolve) => (running = resolve));
-    const slow = defineTool({
-      name: 'issue_credit',
-      description: "Credit a customer's account",
-      input: z.object({ accountId: z.string(), amountCents: z.number().int().positive() }),
-      effect: external(),
-      timeoutMs: 3_000,
-      execute: async ({ amountCents }, ctx) => {
-        running(ctx.idempotencyKey);
-        await gate;
-        billing.credits.push({ key: ctx.idempotencyKey, amountCents });
-        return { receipt: 'cr_late' };
-      },
-    });
+    const { tool: slow, release, started } = heldCredit(billing, 'cr_late');
     const lookup = defineTool({
       name: 'lookup_order',
       description: 'Look up an order',

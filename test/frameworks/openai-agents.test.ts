@@ -9,6 +9,7 @@ import {
 } from '@openai/agents-core';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
+import { heldCredit } from './fixtures/held-credit.js';
 import {
   Ledger,
   decideToolApproval,
@@ -153,23 +154,7 @@ describe.each(STORE_KINDS)('oncely/openai-agents on %s', (kind) => {
 
   it('a call still running in another live process stops the run with CALL_IN_FLIGHT, not RUN_CALL_UNKNOWN', async () => {
     const billing = new Billing();
-    let release: () => void = () => undefined;
-    const gate = new Promise<void>((resolve) => (release = resolve));
-    let running: (key: string) => void = () => undefined;
-    const started = new Promise<string>((resolve) => (running = resolve));
-    const slow = defineTool({
-      name: 'issue_credit',
-      description: "Credit a customer's account",
-      input: z.object({ accountId: z.string(), amountCents: z.number().int().positive() }),
-      effect: external(),
-      timeoutMs: 3_000,
-      execute: async ({ amountCents }, ctx) => {
-        running(ctx.idempotencyKey);
-        await gate;
-        billing.credits.push({ key: ctx.idempotencyKey, amountCents });
-        return { receipt: 'cr_1' };
-      },
-    });
+    const { tool: slow, release, started } = heldCredit(billing, 'cr_1');
     const a = new ScriptedModel([[creditCall('c', 2500)], [say('Credited.')]]);
     const runA = durableAgentRun({ ledger, tenantId: 'acme', runId: 'agents-live' });
     const drivingA = runA.run(() => runner.run(agentOf(runA, a, slow), 'Refund'));
