@@ -8,7 +8,7 @@ import { resetMintedIds } from '../src/runs/messages.js';
 import { Runtime } from '../src/runs/index.js';
 import { openStore, type Store } from '../src/store/index.js';
 import { SqliteStore } from '../src/store/sqlite/index.js';
-import { startWorker, type Worker } from '../src/worker/index.js';
+import { startWorker } from '../src/worker/index.js';
 import { seedRandomness } from './determinism.js';
 import { checkInvariants } from './invariants.js';
 import { operatorAct } from './operator.js';
@@ -56,7 +56,6 @@ interface Gate {
 class SimProcess {
   alive = true;
   frozen = false;
-  worker: Worker | undefined;
   runtime: Runtime | undefined;
   workflows: WorkflowEngine | undefined;
   raw: Store | undefined;
@@ -82,7 +81,6 @@ export class Schedule {
   constructor(
     readonly plan: SchedulePlan,
     readonly dbPath: string,
-    readonly verbose = false,
   ) {
     this.#clock = new WorldClock(START_MS, (owner) => this.#runnable(owner));
     this.world = new World(plan, this.#clock, { note: (what) => this.note(what) });
@@ -161,7 +159,7 @@ export class Schedule {
     if (worker) {
       const runtime = p.runtime;
       const engine = p.workflows;
-      p.worker = currentProcess.run({ name: p.name, alive: () => p.alive }, () =>
+      currentProcess.run({ name: p.name, alive: () => p.alive }, () =>
         startWorker(runtime, {
           ...(engine === undefined ? {} : { workflows: engine }),
           concurrency: 2,

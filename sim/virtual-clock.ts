@@ -73,11 +73,6 @@ export class WorldClock {
     return this.#timers.filter((t) => this.runnable(t.owner)).sort((a, b) => a.at - b.at || a.seq - b.seq);
   }
 
-  /** When the next timer that could fire is due, or undefined. */
-  nextAt(): number | undefined {
-    return this.#due()[0]?.at;
-  }
-
   /** Fires the earliest due timer (moving time to it); false when there is none. */
   fireNext(): boolean {
     const [next] = this.#due();
@@ -87,11 +82,6 @@ export class WorldClock {
     else next.at = this.#now + Math.max(1, next.everyMs);
     next.fn();
     return true;
-  }
-
-  /** Timers set and not yet fired or cancelled (for the end-of-schedule check of a stopped world). */
-  get pending(): number {
-    return this.#timers.filter((t) => !t.cancelled).length;
   }
 }
 

@@ -166,3 +166,4 @@ export {
   type RunUsage,
   type RunTurn,
 } from './run-state/index.js';
+export { realClock, type Clock, type ClockTimer } from './util/clock.js';
