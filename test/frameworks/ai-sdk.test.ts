@@ -62,6 +62,28 @@ function scripted(script: LanguageModelV3GenerateResult[]): {
 }
 
 /** A billing service's books: every credit it applied, with the key it came with. */
+
+/** What stops a loop's run of `generateText` on 'Refund' (undefined if it ends): an oncely error. */
+function stoppedBy(
+  loop: ReturnType<typeof durableLoop>,
+  model: Parameters<ReturnType<typeof durableLoop>['model']>[0],
+  tools: Parameters<ReturnType<typeof durableLoop>['tools']>[0],
+): Promise<unknown> {
+  return loop
+    .run(() =>
+      generateText({
+        model: loop.model(model),
+        tools: loop.tools(tools),
+        stopWhen: stepCountIs(5),
+        prompt: 'Refund',
+      }),
+    )
+    .then(
+      () => undefined,
+      (error: unknown) => error,
+    );
+}
+
 class Billing {
   readonly credits: { key: string; amountCents: number }[] = [];
   effectsOf(key: string): number {
@@ -171,19 +193,7 @@ describe.each(STORE_KINDS)('oncely/ai-sdk durable loop on %s', (kind) => {
       response([{ type: 'text', text: 'It failed, shall I retry?' }]),
     ]);
     const loop = durableLoop({ ledger, tenantId: 'acme', runId: 'refund-3' });
-    const stopped = await loop
-      .run(() =>
-        generateText({
-          model: loop.model(model),
-          tools: loop.tools([slow]),
-          stopWhen: stepCountIs(5),
-          prompt: 'Refund',
-        }),
-      )
-      .then(
-        () => undefined,
-        (error: unknown) => error,
-      );
+    const stopped = await stoppedBy(loop, model, [slow]);
     expect(isOncelyError(stopped, 'RUN_CALL_UNKNOWN')).toBe(true);
     expect(asked()).toBe(1);
     const key = (stopped as { details: { idempotencyKey: string } }).details.idempotencyKey;
@@ -381,19 +391,7 @@ describe.each(STORE_KINDS)('oncely/ai-sdk durable loop on %s', (kind) => {
     });
     const first = scripted([response([credit('c', 2500)])]);
     const loop = durableLoop({ ledger, tenantId: 'acme', runId: 'refund-op' });
-    const stopped = await loop
-      .run(() =>
-        generateText({
-          model: loop.model(first.model),
-          tools: loop.tools([lost]),
-          stopWhen: stepCountIs(5),
-          prompt: 'Refund',
-        }),
-      )
-      .then(
-        () => undefined,
-        (error: unknown) => error,
-      );
+    const stopped = await stoppedBy(loop, first.model, [lost]);
     expect(isOncelyError(stopped, 'RUN_CALL_UNKNOWN')).toBe(true);
     const key = (stopped as { details: { idempotencyKey: string } }).details.idempotencyKey;
     await resolveToolCall(ledger, {
@@ -456,19 +454,7 @@ describe.each(STORE_KINDS)('oncely/ai-sdk durable loop on %s', (kind) => {
     const b = scripted([response([{ type: 'text', text: 'never asked' }])]);
     const loopB = durableLoop({ ledger: otherLedger, tenantId: 'acme', runId: 'refund-live' });
     const before = Date.now();
-    const stopped = await loopB
-      .run(() =>
-        generateText({
-          model: loopB.model(b.model),
-          tools: loopB.tools([slow]),
-          stopWhen: stepCountIs(5),
-          prompt: 'Refund',
-        }),
-      )
-      .then(
-        () => undefined,
-        (error: unknown) => error,
-      );
+    const stopped = await stoppedBy(loopB, b.model, [slow]);
     expect(isOncelyError(stopped, 'CALL_IN_FLIGHT')).toBe(true);
     const details = (
       stopped as { details: { idempotencyKey: string; retryAt: string; retryAfterMs: number } }
