@@ -1,6 +1,7 @@
 import type { JsonValue, LedgerEvent, ToolExecutionRecord } from '../src/ledger/index.js';
 import type { Store } from '../src/store/index.js';
 import type { SchedulePlan } from './plan.js';
+import type { SlotTaken } from './schedule.js';
 import { CREDIT_CONCURRENCY, runIdOf, TENANT, WORKFLOW_RUN_ID, type Books } from './world.js';
 
 /*
@@ -10,11 +11,17 @@ import { CREDIT_CONCURRENCY, runIdOf, TENANT, WORKFLOW_RUN_ID, type Books } from
  * - every second effect of one key on the service that cannot take a key is a recorded conflict;
  * - no record says `completed` for a call that never took effect, and none says `failed` (without a
  *   conflict) for one whose effect stands;
+ * - no conflict but after a forced settlement: every attempt here lands before its timeout plus the
+ *   margin, so a settlement made without force was never made while the attempt could still land;
  * - no effect without a record;
  * - no run in limbo (queued or running once the world is quiet), no completed run with an unknown call,
  *   no run waiting on reconciliation without an unknown call;
  * - the model never left believing "did not take effect" about an effect that stands;
- * - a tool's concurrency limit never exceeded;
+ * - a tool's concurrency limit never exceeded, and every slot a living process took was let go;
+ * - a compensation ran at most once per call;
+ * - every attempt was sent under the run's current lease: none after another process claimed the run;
+ * - a call whose success answer reached a process that lived on (never killed, never cut off from the
+ *   store) is not left unknown: the outcome in hand is recorded;
  * - a workflow retry never repeats a standing effect (a node's next attempt after a credit of an
  *   earlier one took effect starts only on an operator's `retry`), and no workflow run is left running;
  * - every history is append-only and in order: ids and times rising, each transition from where the
@@ -31,6 +38,11 @@ export interface Facts {
   readonly books: Books;
   /** The schedule stopped at its horizon (or step bound), not because the world was quiet. */
   readonly atHorizon: boolean;
+  /** Whether a process lived on from a virtual time to the end: never killed, never cut off. */
+  readonly livedOn: (process: string, fromMs: number) => boolean;
+  readonly slotsTaken: readonly SlotTaken[];
+  /** The virtual clock's start (attempts' times are absolute). */
+  readonly startMs: number;
 }
 
 const UNKNOWN = new Set(['started', 'indeterminate']);
@@ -66,6 +78,13 @@ export async function checkInvariants(facts: Facts): Promise<string[]> {
     if (r.status === 'failed' && n > 0 && r.conflictAt === null && !forced(r.idempotencyKey)) {
       v.push(`${r.idempotencyKey} is failed, with no conflict, but its effect stands (${r.toolName})`);
     }
+    if (r.conflictAt !== null && !forced(r.idempotencyKey)) {
+      // In this world every attempt lands before its timeout plus the margin, so only a settlement
+      // forced past an attempt that may still land can be contradicted by that attempt.
+      v.push(
+        `${r.idempotencyKey} was settled while its attempt could still land, without force, and the attempt contradicted it (a conflict)`,
+      );
+    }
     if (r.status === 'compensated' && !books.undone.has(r.idempotencyKey)) {
       v.push(`${r.idempotencyKey} is compensated but its compensation never ran`);
     }
@@ -75,6 +94,28 @@ export async function checkInvariants(facts: Facts): Promise<string[]> {
       v.push(`${tool} ran ${max} calls at once; its concurrency is ${CREDIT_CONCURRENCY}`);
     }
   }
+  for (const [key, n] of books.undone) {
+    if (n > 1) v.push(`${key} was compensated ${n} times: the undo ran more than once`);
+  }
+  if (!facts.atHorizon) {
+    for (const s of facts.slotsTaken) {
+      if (s.released !== true && facts.livedOn(s.process, facts.startMs + s.atMs)) {
+        v.push(
+          `slot ${s.slot} of ${s.tool}, taken by ${s.process} at ${s.atMs} ms, was never let go though ${s.process} lived on`,
+        );
+      }
+    }
+    for (const a of books.attempts) {
+      if (a.answeredOkAtMs === undefined || !facts.livedOn(a.process, a.answeredOkAtMs)) continue;
+      const record = byKey.get(a.key);
+      if (record !== undefined && UNKNOWN.has(record.status)) {
+        v.push(
+          `${a.key}: ${a.process} was told it took effect at ${a.answeredOkAtMs - facts.startMs} ms and lived on, but the record is still ${record.status}`,
+        );
+      }
+    }
+  }
+  v.push(...(await leaseProblems(facts)));
   for (const [key, history] of histories) v.push(...historyProblems(key, history, byKey.get(key)!));
   for (let i = 0; i < facts.plan.runs.length; i += 1) {
     if ((await store.runs.get(TENANT, runIdOf(i))) === undefined) v.push(`${runIdOf(i)} was never created`);
@@ -144,6 +185,37 @@ async function workflowProblems(
         !forced(r.idempotencyKey),
     );
     if (credited !== undefined) standing ??= credited.idempotencyKey;
+  }
+  return v;
+}
+
+/** Every attempt was sent under its run's current lease: none after another process claimed the run. */
+async function leaseProblems(facts: Facts): Promise<string[]> {
+  const v: string[] = [];
+  const claims = new Map<string, { at: number; epoch: number; owner: string }[]>();
+  for (const a of facts.books.attempts) {
+    if (a.epoch === undefined) continue;
+    let ofRun = claims.get(a.runId);
+    if (ofRun === undefined) {
+      ofRun = (await facts.store.runs.lastClaims(TENANT, a.runId, 1_000)).flatMap((e) =>
+        isObject(e.data) && typeof e.data.epoch === 'number'
+          ? [
+              {
+                at: Date.parse(e.at),
+                epoch: e.data.epoch,
+                owner: typeof e.data.owner === 'string' ? e.data.owner : '?',
+              },
+            ]
+          : [],
+      );
+      claims.set(a.runId, ofRun);
+    }
+    const taken = ofRun.find((c) => c.epoch > a.epoch! && c.at < a.atMs);
+    if (taken !== undefined) {
+      v.push(
+        `${a.key} was sent by ${a.process} under lease epoch ${a.epoch} at ${a.atMs - facts.startMs} ms, after ${taken.owner} claimed ${a.runId} (epoch ${taken.epoch}) at ${taken.at - facts.startMs} ms`,
+      );
+    }
   }
   return v;
 }

@@ -24,6 +24,7 @@ interface Options {
   path?: string;
   verbose?: boolean;
   dump?: string;
+  firstFailure?: boolean;
 }
 
 const int =
@@ -52,10 +53,15 @@ const program = new Command('sim')
   .option('--path <path>', 'replay one schedule: the path a failure printed (with its --seed)')
   .option('--json', 'print the summary as one JSON line')
   .option('--verbose', 'print each schedule as it ends')
-  .option('--dump <dir>', "write each schedule's timeline to DIR/s<N>.txt (to compare two runs)");
+  .option('--dump <dir>', "write each schedule's timeline to DIR/s<N>.txt (to compare two runs)")
+  .option('--first-failure', 'stop at the first violation without shrinking it (for sim:mutants)');
 
 async function main(): Promise<number> {
   const options = program.parse(process.argv).opts<Options>();
+  // The runtime warns of what the world does to it on purpose (a database cut off, a lease not
+  // renewed); the timelines say what happened. Printed only with --verbose.
+  process.removeAllListeners('warning');
+  if (options.verbose === true) process.on('warning', (w) => console.error(`warning: ${w.message}`));
   if (options.store !== 'sqlite') {
     console.error(`sim: --store ${options.store}: only sqlite is simulated so far`);
     return 2;
@@ -68,10 +74,18 @@ async function main(): Promise<number> {
     const digest = createHash('sha256');
     const started = Date.now();
     let lastReport = started;
+    let firstFailure: { schedule: number; seconds: number; violation: string } | undefined;
     const runOne = async (plan: SchedulePlan): Promise<ScheduleResult> => {
       n += 1;
       const result = await new Schedule(plan, freshLedger(template, dir, n % 4)).run();
       digest.update(result.timeline.join('\n')).update('\u0000');
+      if (firstFailure === undefined && result.violations.length > 0) {
+        firstFailure = {
+          schedule: n,
+          seconds: (Date.now() - started) / 1000,
+          violation: result.violations[0]!,
+        };
+      }
       if (options.dump !== undefined)
         writeFileSync(join(options.dump, `s${n}.txt`), result.timeline.join('\n'));
       if (options.verbose === true) {
@@ -91,7 +105,12 @@ async function main(): Promise<number> {
           const result = await runOne(plan);
           if (result.violations.length > 0) throw new Error(result.violations.join('\n'));
         }),
-        { seed: batchSeed, numRuns, ...(options.path === undefined ? {} : { path: options.path }) },
+        {
+          seed: batchSeed,
+          numRuns,
+          endOnFailure: options.firstFailure === true,
+          ...(options.path === undefined ? {} : { path: options.path }),
+        },
       );
     // --minutes: batches of BATCH schedules, seeds seed, seed + 1, …, until the time is up; a batch
     // always finishes (a schedule is never cut off), and a failure names its batch's seed.
@@ -135,7 +154,15 @@ async function main(): Promise<number> {
     }
     // The same seed and count give the same digest: every schedule replayed exactly.
     const timelines = digest.digest('hex').slice(0, 16);
-    const summary = { schedules: n, violations, perMinute: rate(n, started), seed, timelines };
+    const summary = {
+      schedules: n,
+      violations,
+      perMinute: rate(n, started),
+      seed,
+      timelines,
+      ...(violations > 0 ? { failedSeed } : {}),
+      ...(firstFailure === undefined ? {} : { firstFailure }),
+    };
     if (options.json === true) console.log(JSON.stringify(summary));
     else
       console.log(`sim: timelines digest ${timelines} (the same seed and count must give the same digest)`);

@@ -52,21 +52,27 @@ export async function operatorAct(
       });
       return;
     }
-    case 'compensate': {
+    case 'compensate':
+    case 'compensate-twice': {
+      // Asking again is allowed (and answered from the record): the second of two operators who
+      // clicked at the same moment, or one who asks about a compensation already made.
       const [call] = await ledger.list(TENANT, {
-        statuses: ['completed'],
+        statuses: ['completed', 'compensated'],
         toolName: 'issue_credit',
         limit: 1,
       });
-      if (call === undefined) return say('compensate: no completed credit');
-      say(`compensate ${call.idempotencyKey}`);
-      const outcome = await runtime.compensate({
-        tenantId: TENANT,
-        idempotencyKey: call.idempotencyKey,
-        reason: 'the customer returned the goods',
-        actorId: OPERATOR,
-      });
-      say(`compensate ${call.idempotencyKey}: ${outcome.status}`);
+      if (call === undefined) return say(`${action}: no completed credit`);
+      const once = async (who: string): Promise<void> => {
+        say(`${who} compensates ${call.idempotencyKey}`);
+        const outcome = await runtime.compensate({
+          tenantId: TENANT,
+          idempotencyKey: call.idempotencyKey,
+          reason: 'the customer returned the goods',
+          actorId: who,
+        });
+        say(`${who}: compensate ${call.idempotencyKey}: ${outcome.status}`);
+      };
+      await (action === 'compensate' ? once(OPERATOR) : Promise.all([once(OPERATOR), once(`${OPERATOR}-2`)]));
       return;
     }
     case 'decide-retry':

@@ -1,5 +1,5 @@
 import fc from 'fast-check';
-import { CRASH_POINTS } from '../src/crash/index.js';
+import { CRASH_POINTS, WORKFLOW_CRASH_POINTS } from '../src/crash/index.js';
 
 /*
  * One schedule's world, as fast-check draws it from the seed: the runs and what their model asks
@@ -11,8 +11,10 @@ import { CRASH_POINTS } from '../src/crash/index.js';
 
 export const PROCESSES = 3;
 
-export const TOOL_NAMES = ['issue_credit', 'send_email', 'lookup_order'] as const;
+export const TOOL_NAMES = ['issue_credit', 'send_email', 'lookup_order', 'open_ticket'] as const;
 export type ToolName = (typeof TOOL_NAMES)[number];
+/** The tools that change the world, each a service with books of its own. */
+export type WriteTool = Exclude<ToolName, 'lookup_order'>;
 
 /** How a downstream handles one request. */
 export const BEHAVIOURS = [
@@ -25,7 +27,7 @@ export const BEHAVIOURS = [
 ] as const;
 export type Behaviour = (typeof BEHAVIOURS)[number];
 
-export const HOOK_BEHAVIOURS = ['truth', 'unknown', 'throws', 'hangs'] as const;
+export const HOOK_BEHAVIOURS = ['truth', 'unknown', 'throws', 'hangs', 'garbage'] as const;
 export type HookBehaviour = (typeof HOOK_BEHAVIOURS)[number];
 
 export interface RunPlan {
@@ -33,6 +35,8 @@ export interface RunPlan {
   readonly onIndeterminate: 'pause' | 'fail';
   /** The model's tool calls in its first response (then it answers in text). */
   readonly calls: readonly ToolName[];
+  /** How many credits (to different accounts) that response asks for, when it asks for any: 1-3. */
+  readonly credits: number;
   /** The model repeats its first response's calls once more (a model that "tries again"). */
   readonly repeats: boolean;
 }
@@ -40,12 +44,15 @@ export interface RunPlan {
 export type Fault =
   | { readonly kind: 'crash'; readonly process: number; readonly atGate: number; readonly after: boolean }
   | { readonly kind: 'crash-point'; readonly process: number; readonly point: string; readonly nth: number }
-  | { readonly kind: 'freeze'; readonly process: number; readonly atMs: number; readonly forMs: number };
+  | { readonly kind: 'freeze'; readonly process: number; readonly atMs: number; readonly forMs: number }
+  /** Cut off from the store: each of its store calls in the window fails as an unreachable database's would. */
+  | { readonly kind: 'partition'; readonly process: number; readonly atMs: number; readonly forMs: number };
 
 export const OPERATOR_ACTIONS = [
   'resolve-truth',
   'resolve-force-failed',
   'compensate',
+  'compensate-twice',
   'retry',
   'cancel',
   'decide-retry',
@@ -65,7 +72,7 @@ export interface SchedulePlan {
    * `recovery_policy: retry`, 3 attempts) and node `notify` after it.
    */
   readonly workflow: boolean;
-  readonly behaviours: { readonly [T in 'issue_credit' | 'send_email']: readonly Behaviour[] };
+  readonly behaviours: { readonly [T in WriteTool]: readonly Behaviour[] };
   readonly hook: readonly HookBehaviour[];
   readonly faults: readonly Fault[];
   readonly restartAfterMs: number;
@@ -79,6 +86,7 @@ export interface SchedulePlan {
 const runPlan: fc.Arbitrary<RunPlan> = fc.record({
   onIndeterminate: fc.constantFrom('pause' as const, 'fail' as const),
   calls: fc.subarray([...TOOL_NAMES], { minLength: 1 }),
+  credits: fc.integer({ min: 1, max: 3 }),
   repeats: fc.boolean(),
 });
 
@@ -92,7 +100,7 @@ const fault: fc.Arbitrary<Fault> = fc.oneof(
   fc.record({
     kind: fc.constant('crash-point' as const),
     process: fc.nat({ max: PROCESSES - 1 }),
-    point: fc.constantFrom(...CRASH_POINTS),
+    point: fc.constantFrom(...CRASH_POINTS, ...WORKFLOW_CRASH_POINTS),
     nth: fc.integer({ min: 1, max: 3 }),
   }),
   fc.record({
@@ -100,6 +108,12 @@ const fault: fc.Arbitrary<Fault> = fc.oneof(
     process: fc.nat({ max: PROCESSES - 1 }),
     atMs: fc.nat({ max: 3_000 }),
     forMs: fc.integer({ min: 100, max: 4_000 }),
+  }),
+  fc.record({
+    kind: fc.constant('partition' as const),
+    process: fc.nat({ max: PROCESSES - 1 }),
+    atMs: fc.nat({ max: 3_000 }),
+    forMs: fc.integer({ min: 50, max: 3_000 }),
   }),
 );
 
@@ -109,14 +123,42 @@ export const schedulePlan: fc.Arbitrary<SchedulePlan> = fc.record({
   behaviours: fc.record({
     issue_credit: fc.array(fc.constantFrom(...BEHAVIOURS), { maxLength: 6 }),
     send_email: fc.array(fc.constantFrom(...BEHAVIOURS), { maxLength: 6 }),
+    open_ticket: fc.array(fc.constantFrom(...BEHAVIOURS), { maxLength: 6 }),
   }),
   hook: fc.array(fc.constantFrom(...HOOK_BEHAVIOURS), { maxLength: 4 }),
   faults: fc.array(fault, { maxLength: 3 }),
   restartAfterMs: fc.integer({ min: 0, max: 3_000 }),
   operator: fc.array(
-    fc.record({ atMs: fc.nat({ max: 8_000 }), action: fc.constantFrom(...OPERATOR_ACTIONS) }),
+    fc.record({
+      // Most operators act while the calls are young (in flight, just unknown); some much later.
+      atMs: fc.oneof(fc.nat({ max: 600 }), fc.nat({ max: 8_000 })),
+      action: fc.constantFrom(...OPERATOR_ACTIONS),
+    }),
     { maxLength: 4 },
   ),
   choices: fc.array(fc.nat({ max: 1_000 }), { maxLength: 300 }),
   randomSeed: fc.nat(),
 });
+
+/**
+ * A plan written before the world grew (sim/regressions.json keeps plans as they shrank): what a
+ * field added since means when it is missing — the world of then. A run asked for one credit, and
+ * the ticket service was never called.
+ */
+export function withDefaults(plan: SchedulePlan): SchedulePlan {
+  const old = plan as unknown as {
+    runs: (Omit<RunPlan, 'credits'> & { credits?: number })[];
+    behaviours: Partial<SchedulePlan['behaviours']>;
+    workflow?: boolean;
+  };
+  return {
+    ...plan,
+    workflow: old.workflow ?? false,
+    runs: old.runs.map((run) => ({ ...run, credits: run.credits ?? 1 })),
+    behaviours: {
+      issue_credit: old.behaviours.issue_credit ?? [],
+      send_email: old.behaviours.send_email ?? [],
+      open_ticket: old.behaviours.open_ticket ?? [],
+    },
+  };
+}

@@ -38,6 +38,11 @@ export const START_MS = Date.UTC(2030, 0, 1);
 const HORIZON_MS = 60_000;
 const LEASE_MS = 1_000;
 const MAX_STEPS = 20_000;
+/**
+ * How long a quiet world runs on while a living process still holds a slot or an unrecorded outcome:
+ * past a hook's longest race (2 s), a slot's lease (2 s) and an attempt's timeout plus its margin.
+ */
+const DRAIN_MS = 5_000;
 const never = <T>(): Promise<T> => new Promise<T>(() => undefined);
 
 export interface ScheduleResult {
@@ -45,6 +50,14 @@ export interface ScheduleResult {
   readonly timeline: string[];
   readonly steps: number;
   readonly virtualMs: number;
+}
+
+export interface SlotTaken {
+  readonly process: string;
+  readonly tool: string;
+  readonly slot: number;
+  readonly atMs: number;
+  released?: boolean;
 }
 
 interface Gate {
@@ -77,6 +90,10 @@ export class Schedule {
   readonly #fired = new Set<Fault>();
   #choice = 0;
   #op: SimProcess | undefined;
+  /** Every tool slot a process took, by holder: whether it let it go (the slot invariant). */
+  readonly #slotsTaken = new Map<string, SlotTaken>();
+  /** When each process was killed (virtual ms from the start). */
+  readonly #killedAt = new Map<string, number>();
 
   constructor(
     readonly plan: SchedulePlan,
@@ -108,7 +125,9 @@ export class Schedule {
               if (!p.alive) return;
               this.#gates.push({ process: p, label: `${label}${String(prop)}`, open });
             }).then(async () => {
+              if (this.#cutOff(p)) throw new Error('simulated: the database is unreachable (ECONNREFUSED)');
               const result: unknown = await (value as (...a: unknown[]) => Promise<unknown>).apply(t, args);
+              if (label === 'toolSlots.') this.#sawSlot(p, String(prop), args, result);
               return p.alive ? result : never();
             });
         },
@@ -174,9 +193,43 @@ export class Schedule {
     return p;
   }
 
+  /** Whether the plan cuts this process off from the store now. */
+  #cutOff(p: SimProcess): boolean {
+    const now = this.#clock.now() - START_MS;
+    return this.plan.faults.some(
+      (f) => f.kind === 'partition' && f.process === p.index && f.atMs <= now && now < f.atMs + f.forMs,
+    );
+  }
+
+  /** Whether a process lived on from `fromMs` to the end: never killed, never cut off from the store. */
+  #livedOn(name: string, fromMs: number): boolean {
+    if (this.#killedAt.has(name)) return false;
+    const index = Number(/^p(\d+)#/.exec(name)?.[1] ?? -1);
+    return !this.plan.faults.some(
+      (f) => f.kind === 'partition' && f.process === index && f.atMs + f.forMs > fromMs - START_MS,
+    );
+  }
+
+  #sawSlot(p: SimProcess, method: string, args: unknown[], result: unknown): void {
+    const [tool, , holder] = args as [string, unknown, string];
+    if (method === 'acquire' && typeof result === 'number') {
+      this.#slotsTaken.set(String(args[2]), {
+        process: p.name,
+        tool,
+        slot: result,
+        atMs: this.#clock.now() - START_MS,
+      });
+    }
+    if (method === 'release') {
+      const taken = this.#slotsTaken.get(holder);
+      if (taken !== undefined) taken.released = true;
+    }
+  }
+
   #kill(p: SimProcess, how: string): void {
     if (!p.alive) return;
     p.alive = false;
+    this.#killedAt.set(p.name, this.#clock.now() - START_MS);
     this.#clock.dropOwner(p.name);
     if (p.raw !== undefined) this.#toClose.push(p.raw);
     this.note(`${p.name} KILLED ${how}`);
@@ -194,6 +247,14 @@ export class Schedule {
 
   #armFaults(): void {
     for (const f of this.plan.faults) {
+      if (f.kind === 'partition') {
+        this.#clock.add(
+          'world',
+          () => this.note(`p${f.process} CUT OFF from the store for ${f.forMs} ms`),
+          f.atMs,
+        );
+        this.#clock.add('world', () => this.note(`p${f.process} reaches the store again`), f.atMs + f.forMs);
+      }
       if (f.kind === 'freeze') {
         this.#clock.add(
           'world',
@@ -280,7 +341,7 @@ export class Schedule {
     const now = this.#clock.now() - START_MS;
     if (
       this.plan.operator.some((s) => s.atMs >= now) ||
-      this.plan.faults.some((f) => f.kind === 'freeze' && f.atMs + f.forMs >= now)
+      this.plan.faults.some((f) => (f.kind === 'freeze' || f.kind === 'partition') && f.atMs + f.forMs >= now)
     )
       return false;
     if (this.plan.workflow && (await observer.workflows.get(TENANT, WORKFLOW_RUN_ID))?.status === 'running') {
@@ -302,6 +363,22 @@ export class Schedule {
     return true;
   }
 
+  /**
+   * Whether a living process still holds a slot it took, or knows an outcome that is not recorded
+   * yet: work that should end on its own (the invariants judge it once it had the time to).
+   */
+  async #unfinished(observer: Store): Promise<boolean> {
+    if ([...this.#slotsTaken.values()].some((s) => s.released !== true && !this.#killedAt.has(s.process)))
+      return true;
+    for (const a of this.world.books.attempts) {
+      if (a.answeredOkAtMs === undefined || this.#killedAt.has(a.process)) continue;
+      const record = await observer.ledger.get(TENANT, a.key);
+      if (record !== undefined && (record.status === 'started' || record.status === 'indeterminate'))
+        return true;
+    }
+    return false;
+  }
+
   #restarted(p: SimProcess): boolean {
     return this.#processes.some((q) => q.index === p.index && q !== p && q.alive);
   }
@@ -312,7 +389,9 @@ export class Schedule {
     this.#armFaults();
     const observer = await SqliteStore.open(this.dbPath, { create: false });
     let steps = 0;
+    let drainUntil: number | undefined;
     try {
+      await this.world.loadMcpTools();
       this.#op = await this.#start(-1, 1, false);
       const op = this.#op.runtime!;
       const engine = this.#op.workflows;
@@ -336,7 +415,13 @@ export class Schedule {
       while (steps < MAX_STEPS && this.#clock.now() - START_MS < HORIZON_MS) {
         await this.#settle();
         steps += 1;
-        if (steps % 50 === 0 && (await this.#quiet(observer))) break;
+        if (steps % 50 === 0 && (await this.#quiet(observer))) {
+          // Quiet, but a living process may still be finishing a wave (a hook it races, a slot it
+          // holds for a call that may land): let it finish before the slots and outcomes are judged.
+          const now = this.#clock.now() - START_MS;
+          drainUntil ??= now + DRAIN_MS;
+          if (now >= drainUntil || !(await this.#unfinished(observer))) break;
+        }
         const open = this.#gates.filter((g) => g.process.alive && !g.process.frozen);
         if (open.length > 0) {
           const gate = open[this.#pick(open.length)]!;
@@ -367,6 +452,9 @@ export class Schedule {
         plan: this.plan,
         books: this.world.books,
         atHorizon: this.#clock.now() - START_MS >= HORIZON_MS || steps >= MAX_STEPS,
+        livedOn: (name, fromMs) => this.#livedOn(name, fromMs),
+        slotsTaken: [...this.#slotsTaken.values()],
+        startMs: START_MS,
       });
       return { violations, timeline: this.#timeline, steps, virtualMs: this.#clock.now() - START_MS };
     } finally {

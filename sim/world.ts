@@ -2,17 +2,20 @@ import { AsyncLocalStorage } from 'node:async_hooks';
 import { z } from 'zod';
 import { defineAgent, type Agent } from '../src/agents/index.js';
 import { ToolNotAttemptedError } from '../src/errors/index.js';
+import { mcpTools, type McpClientLike, type McpToolInfo } from '../src/frameworks/mcp/index.js';
 import { scriptedModel } from '../src/models/index.js';
-import { defineTool, external, read, type Tool } from '../src/tools/index.js';
+import { defineTool, external, read, type Tool, type ToolContext } from '../src/tools/index.js';
 import { defineWorkflow, type Workflow } from '../src/workflows/index.js';
-import type { Behaviour, HookBehaviour, RunPlan, SchedulePlan, ToolName } from './plan.js';
+import type { Behaviour, HookBehaviour, RunPlan, SchedulePlan, ToolName, WriteTool } from './plan.js';
 import type { WorldClock } from './virtual-clock.js';
 
 /*
  * The world outside oncely, with books of its own: a billing service that honours the key (a credit
- * applies once per key), a mail service that cannot take one (every request that arrives sends), and
- * the timing of each request as the schedule's plan says. The invariants read these books, never the
- * ledger's word for what happened.
+ * applies once per key; its undo, the compensation, is counted too), a mail service that cannot take
+ * one (every request that arrives sends), a ticket service reached over MCP (oncely/mcp's tools over
+ * a client whose server honours the key it is sent in `_meta`, and answers errors the way MCP servers
+ * do), and the timing of each request as the schedule's plan says. The invariants read these books,
+ * never the ledger's word for what happened.
  */
 
 export const TENANT = 'sim';
@@ -33,11 +36,26 @@ export interface TimelineSink {
   note(what: string): void;
 }
 
+/** One request a process sent to a service: who sent it, under which lease, and what came back. */
+export interface Attempt {
+  readonly tool: WriteTool;
+  readonly key: string;
+  readonly runId: string;
+  readonly process: string;
+  /** The lease epoch of the driver that sent it (`ctx.fencingToken`). */
+  readonly epoch: number | undefined;
+  readonly atMs: number;
+  /** When a success answer reached the tool (not aborted before): the process knew it took effect. */
+  answeredOkAtMs?: number;
+}
+
 /** What the services did, by key: their own books. */
 export class Books {
-  /** Effects by key: a credit (keyed, once) or a mail sent (each request that arrives). */
+  /** Effects by key: a credit or a ticket (keyed, once) or a mail sent (each request that arrives). */
   readonly applied = new Map<string, number>();
-  readonly undone = new Set<string>();
+  /** Compensations run by key (a credit undone): must never be more than one. */
+  readonly undone = new Map<string, number>();
+  readonly attempts: Attempt[] = [];
   readonly inFlight = new Map<string, number>();
   readonly maxInFlight = new Map<string, number>();
   /** Requests on the wire (sent, not yet landed or lost for good). */
@@ -58,13 +76,13 @@ export class World {
     readonly timeline: TimelineSink,
   ) {}
 
-  #next(tool: 'issue_credit' | 'send_email' | 'hook'): number {
+  #next(tool: WriteTool | 'hook'): number {
     const n = this.#asked.get(tool) ?? 0;
     this.#asked.set(tool, n + 1);
     return n;
   }
 
-  #behaviour(tool: 'issue_credit' | 'send_email'): Behaviour {
+  #behaviour(tool: WriteTool): Behaviour {
     return this.plan.behaviours[tool][this.#next(tool)] ?? 'ok';
   }
 
@@ -78,8 +96,14 @@ export class World {
     this.timeline.note(`${tool} ${key}: EFFECT ${before + 1}`);
   }
 
-  /** One request to a service: lands (or not) and answers (or not) as the plan says. */
-  request(tool: 'issue_credit' | 'send_email', key: string, signal: AbortSignal): Promise<unknown> {
+  /**
+   * One request to a service: lands (or not) and answers (or not) as the plan says. The answers are
+   * the service's: a credit or a mail answers a receipt or throws; the ticket service answers as an
+   * MCP server does (a result, an error result, a JSON-RPC error with its code).
+   */
+  request(tool: WriteTool, ctx: ToolContext): Promise<unknown> {
+    const key = ctx.idempotencyKey;
+    const signal = ctx.signal;
     const sender = currentProcess.getStore();
     if (sender !== undefined && !sender.alive()) {
       // A killed process sends nothing more: its other calls in flight stop where they are.
@@ -87,47 +111,67 @@ export class World {
       return new Promise(() => undefined);
     }
     const behaviour = this.#behaviour(tool);
-    const keyed = tool === 'issue_credit';
+    const keyed = tool !== 'send_email';
+    const answers = ANSWERS[tool];
     this.timeline.note(`${tool} ${key}: request (${behaviour}) from ${sender?.name ?? '?'}`);
-    if (behaviour === 'refused') {
-      return Promise.reject(new ToolNotAttemptedError(`${tool}: the token expired; nothing was sent`));
-    }
+    if (behaviour === 'refused') return Promise.reject(answers.refused(key));
+    const attempt: Attempt = {
+      tool,
+      key,
+      runId: ctx.runId,
+      process: sender?.name ?? '?',
+      epoch: ctx.fencingToken,
+      atMs: this.clock.now(),
+    };
+    this.books.attempts.push(attempt);
     const running = (this.books.inFlight.get(tool) ?? 0) + 1;
     this.books.inFlight.set(tool, running);
     this.books.maxInFlight.set(tool, Math.max(running, this.books.maxInFlight.get(tool) ?? 0));
     this.books.onWire += 1;
     return new Promise((resolve, reject) => {
       let done = false;
-      const finish = (): void => {
-        if (done) return;
+      const finish = (): boolean => {
+        if (done) return false;
         done = true;
         this.books.inFlight.set(tool, (this.books.inFlight.get(tool) ?? 1) - 1);
+        return true;
       };
       signal.addEventListener('abort', () => {
         finish();
         reject(signal.reason as Error);
       });
-      const at = (ms: number, fn: () => void): void => {
-        this.clock.add('world', fn, ms);
+      const wire = (ms: number, fn: () => void): void => {
+        this.clock.add(
+          'world',
+          () => {
+            this.books.onWire -= 1;
+            fn();
+          },
+          ms,
+        );
       };
-      const wire = (ms: number, fn: () => void): void =>
-        at(ms, () => {
-          this.books.onWire -= 1;
-          fn();
-        });
+      const succeed = (): void => {
+        if (finish()) {
+          attempt.answeredOkAtMs = this.clock.now();
+          resolve(answers.ok(key));
+        }
+      };
+      const settle = (answer: Answer): void => {
+        if (!finish()) return;
+        if (answer.kind === 'reject') reject(answer.error);
+        else resolve(answer.value);
+      };
       switch (behaviour) {
         case 'ok':
           wire(LATENCY_MS, () => {
             this.#apply(tool, key, keyed);
-            finish();
-            resolve({ receipt: `rcpt_${key}` });
+            succeed();
           });
           break;
         case 'slow':
           wire(SLOW_LANDS_AFTER_MS, () => {
             this.#apply(tool, key, keyed);
-            finish();
-            resolve({ receipt: `rcpt_${key}` });
+            succeed();
           });
           break;
         case 'lost':
@@ -136,19 +180,65 @@ export class World {
         case 'applied-then-error':
           wire(LATENCY_MS, () => {
             this.#apply(tool, key, keyed);
-            finish();
-            reject(new Error(`${tool}: 502 after applying`));
+            settle(answers.appliedThenError(key));
           });
           break;
         case 'error-before':
-          wire(LATENCY_MS, () => {
-            finish();
-            reject(new Error(`${tool}: 503, nothing applied`));
-          });
+          wire(LATENCY_MS, () => settle(answers.errorBefore(key)));
           break;
       }
     });
   }
+
+  /** The credit's undo: takes a little while (two operators may ask at once), counted in the books. */
+  undoCredit(key: string): Promise<unknown> {
+    const sender = currentProcess.getStore();
+    this.timeline.note(`issue_credit ${key}: undo requested by ${sender?.name ?? '?'}`);
+    this.books.onWire += 1;
+    return new Promise((resolve) => {
+      this.clock.add(
+        'world',
+        () => {
+          this.books.onWire -= 1;
+          const n = (this.books.undone.get(key) ?? 0) + 1;
+          this.books.undone.set(key, n);
+          this.timeline.note(`issue_credit ${key}: UNDONE ${n}`);
+          resolve({ reversed: key });
+        },
+        UNDO_MS,
+      );
+    });
+  }
+
+  /**
+   * The ticket service's MCP tools (one, `open_ticket`), through oncely/mcp over a client whose
+   * server is this world. Loaded once per schedule before the processes start (listing is a promise).
+   */
+  async loadMcpTools(): Promise<void> {
+    const client: McpClientLike = {
+      transport: {},
+      listTools: () => Promise.resolve({ tools: [TICKET_TOOL] }),
+      request: (request, _schema, options) => {
+        const key = request.params._meta?.['oncely/idempotencyKey'];
+        const ctx = mcpContext.getStore();
+        if (typeof key !== 'string' || ctx === undefined) {
+          return Promise.reject(Object.assign(new Error('no key in _meta'), { code: -32602 }));
+        }
+        return this.request('open_ticket', { ...ctx, signal: options?.signal ?? ctx.signal });
+      },
+    };
+    const tools = await mcpTools(client, { prefix: '', timeoutMs: TOOL_TIMEOUT_MS });
+    // The MCP client sees the request, not the tool's context: the context travels beside it.
+    this.#mcp = tools.map((tool) => ({
+      ...tool,
+      execute: (args: never, ctx: ToolContext) =>
+        mcpContext.run(ctx, () =>
+          (tool.execute as (a: never, c: ToolContext) => Promise<unknown>)(args, ctx),
+        ),
+    }));
+  }
+
+  #mcp: Tool[] = [];
 
   /** The credit's reconcile hook: looks the key up in the billing service's books (or fails to). */
   reconcileCredit(
@@ -169,6 +259,9 @@ export class World {
         return Promise.reject(new Error('the billing lookup is down'));
       case 'hangs':
         return new Promise(() => undefined);
+      case 'garbage':
+        // A hook that answers something that is not an outcome: the runtime must not take it for one.
+        return Promise.resolve({ status: 'done' } as unknown as { status: 'unknown' });
     }
   }
 
@@ -180,13 +273,9 @@ export class World {
       effect: external(),
       timeoutMs: TOOL_TIMEOUT_MS,
       concurrency: CREDIT_CONCURRENCY,
-      execute: (_args, ctx) => this.request('issue_credit', ctx.idempotencyKey, ctx.signal),
+      execute: (_args, ctx) => this.request('issue_credit', ctx),
       reconcile: (record) => this.reconcileCredit(record.idempotencyKey),
-      compensate: (record) => {
-        this.books.undone.add(record.idempotencyKey);
-        this.timeline.note(`issue_credit ${record.idempotencyKey}: undone`);
-        return { reversed: record.idempotencyKey };
-      },
+      compensate: (record) => this.undoCredit(record.idempotencyKey),
     });
     const email = defineTool({
       name: 'send_email',
@@ -195,7 +284,7 @@ export class World {
       effect: external(),
       timeoutMs: TOOL_TIMEOUT_MS,
       downstreamAcceptsKey: false,
-      execute: (_args, ctx) => this.request('send_email', ctx.idempotencyKey, ctx.signal),
+      execute: (_args, ctx) => this.request('send_email', ctx),
     });
     const lookup = defineTool({
       name: 'lookup_order',
@@ -205,7 +294,7 @@ export class World {
       timeoutMs: TOOL_TIMEOUT_MS,
       execute: (args) => Promise.resolve({ orderId: args.orderId, total: 2500 }),
     });
-    return [credit, email, lookup];
+    return [credit, email, lookup, ...this.#mcp];
   }
 
   /** One agent per planned run, each with its own script; and the workflow's two, if planned. */
@@ -226,7 +315,7 @@ export class World {
           : { toolCalls: [{ toolName: 'issue_credit', input: { accountId: 'acct_wf', amountCents: 2500 } }] };
       }),
       // Its tools all have a reconcile hook or only read: `retry` is allowed for it at load.
-      tools: tools.filter((t) => t.name !== 'send_email'),
+      tools: tools.filter((t) => t.name === 'issue_credit' || t.name === 'lookup_order'),
       maxSteps: 1,
       toolPolicy: { onIndeterminate: 'fail' },
     });
@@ -259,14 +348,21 @@ export const WORKFLOW_RUN_ID = 'wf_0';
 export const runIdOf = (i: number): string => `run_${i}`;
 export const agentNameOf = (i: number): string => `agent_${i}`;
 
-function inputOf(tool: ToolName, i: number): Record<string, unknown> {
-  if (tool === 'issue_credit') return { accountId: `acct_${i}`, amountCents: 2500 };
+function inputOf(tool: ToolName, i: number, n: number): Record<string, unknown> {
+  if (tool === 'issue_credit') return { accountId: `acct_${i}_${n}`, amountCents: 2500 };
   if (tool === 'send_email') return { to: `customer_${i}@example.com` };
+  if (tool === 'open_ticket') return { subject: `order ${i}` };
   return { orderId: `ord_${i}` };
 }
 
 function agentFor(run: RunPlan, i: number, tools: Tool[]): Agent {
-  const calls = run.calls.map((toolName) => ({ toolName, input: inputOf(toolName, i) }));
+  // Several credits in one response: with the credit's concurrency of 2 they run in waves.
+  const calls = run.calls.flatMap((toolName) =>
+    Array.from({ length: toolName === 'issue_credit' ? run.credits : 1 }, (_, n) => ({
+      toolName,
+      input: inputOf(toolName, i, n),
+    })),
+  );
   const rounds = run.repeats ? 2 : 1;
   return defineAgent({
     name: agentNameOf(i),
@@ -280,4 +376,67 @@ function agentFor(run: RunPlan, i: number, tools: Tool[]): Agent {
     maxSteps: rounds + 2,
     toolPolicy: { onIndeterminate: run.onIndeterminate },
   });
+}
+
+/** Waits of the world, in virtual ms. */
+const UNDO_MS = 20;
+
+/** The context of the MCP tool call in progress (the MCP client only sees the request). */
+const mcpContext = new AsyncLocalStorage<ToolContext>();
+
+const TICKET_TOOL: McpToolInfo = {
+  name: 'open_ticket',
+  description: 'Open a support ticket',
+  inputSchema: {
+    type: 'object',
+    properties: { subject: { type: 'string' } },
+    required: ['subject'],
+    additionalProperties: false,
+  },
+  annotations: { destructiveHint: false, idempotentHint: false },
+};
+
+type Answer =
+  { readonly kind: 'resolve'; readonly value: unknown } | { readonly kind: 'reject'; readonly error: Error };
+
+/** What each service answers: its receipts and its errors. */
+const ANSWERS: Record<
+  WriteTool,
+  {
+    readonly ok: (key: string) => unknown;
+    readonly refused: (key: string) => Error;
+    readonly appliedThenError: (key: string) => Answer;
+    readonly errorBefore: (key: string) => Answer;
+  }
+> = {
+  issue_credit: plainService('issue_credit'),
+  send_email: plainService('send_email'),
+  open_ticket: {
+    ok: (key) => ({ structuredContent: { ticket: `tkt_${key}` }, content: [] }),
+    // JSON-RPC -32601: the server has no such method, so nothing ran.
+    refused: () => Object.assign(new Error('MCP error -32601: Method not found'), { code: -32601 }),
+    // Servers built on the SDK's McpServer answered -32602 after running the tool (their own output check).
+    appliedThenError: () => ({
+      kind: 'reject',
+      error: Object.assign(new Error('MCP error -32602: output does not match the schema'), { code: -32602 }),
+    }),
+    // An error result that says nothing was applied.
+    errorBefore: () => ({
+      kind: 'resolve',
+      value: {
+        isError: true,
+        content: [{ type: 'text', text: 'the ticket queue is closed; nothing was opened' }],
+        _meta: { 'oncely/notApplied': true },
+      },
+    }),
+  },
+};
+
+function plainService(tool: WriteTool): (typeof ANSWERS)[WriteTool] {
+  return {
+    ok: (key) => ({ receipt: `rcpt_${key}` }),
+    refused: () => new ToolNotAttemptedError(`${tool}: the token expired; nothing was sent`),
+    appliedThenError: () => ({ kind: 'reject', error: new Error(`${tool}: 502 after applying`) }),
+    errorBefore: () => ({ kind: 'reject', error: new Error(`${tool}: 503, nothing applied`) }),
+  };
 }

@@ -2,7 +2,7 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { SchedulePlan } from '../../sim/plan.js';
+import { withDefaults, type SchedulePlan } from '../../sim/plan.js';
 import { freshLedger, makeTemplate, Schedule } from '../../sim/schedule.js';
 
 /*
@@ -30,7 +30,7 @@ describe('simulator regressions', () => {
   afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
   it.each(regressions.map((r, i) => [r.name, r, i] as const))('%s', async (_name, regression, i) => {
-    const result = await new Schedule(regression.plan, freshLedger(template, dir, i)).run();
+    const result = await new Schedule(withDefaults(regression.plan), freshLedger(template, dir, i)).run();
     expect(result.violations, result.timeline.join('\n')).toEqual([]);
   });
 });
