@@ -97,6 +97,7 @@ export async function executeToolCalls(
   const { signal, release } = batchSignal(options.signal, prepared.length);
   const settled = new Array<PromiseSettledResult<CallProgress>>(prepared.length);
   const index = new Map(prepared.map((call, i) => [call, i]));
+  let ran = 0;
   // Calls of a tool with a cluster-wide limit wait for a slot before they are reserved (in waves).
   const slotted = inToolSlots(ledger, prepared, signal, async (wave) => {
     const consume = allToConsume.filter((c) => wave.includes(c));
@@ -120,6 +121,8 @@ export async function executeToolCalls(
         }),
       ),
     );
+    ran += wave.length;
+    if (ran < prepared.length) await recordWave(ledger, results);
     const answers = new Map<PreparedCall, CallProgress | undefined>();
     wave.forEach((call, i) => {
       const result = results[i]!;
@@ -148,6 +151,31 @@ export async function executeToolCalls(
 }
 
 type Executed = Extract<CallProgress, { kind: 'executed' }>;
+
+/**
+ * Records the outcomes of a wave that later waves follow, at once, in place: its calls become
+ * `settled`. Kept for the end of the step, they would wait while a later wave waits for a slot —
+ * past their attempts' deadlines, when another process may already have asked the hook or an
+ * operator settled them, and a late `indeterminate` on a settled call reads as a conflict. Every
+ * outcome of a step with one wave is still recorded with the step, in one write.
+ */
+export async function recordWave(
+  ledger: Ledger,
+  results: PromiseSettledResult<CallProgress>[],
+): Promise<void> {
+  const executed = results.flatMap((r) =>
+    r.status === 'fulfilled' && r.value.kind === 'executed' ? [r.value] : [],
+  );
+  const written = await recordExecuted(ledger, executed);
+  results.forEach((r, i) => {
+    if (r.status !== 'fulfilled' || r.value.kind !== 'executed') return;
+    const progress = r.value;
+    results[i] = {
+      status: 'fulfilled',
+      value: { kind: 'settled', outcome: executedOutcome(progress, written.get(progress)!) },
+    };
+  });
+}
 
 /**
  * The caller's signal, for a batch: past 10 calls, one signal of ours that follows it, so the calls'

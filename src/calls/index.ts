@@ -9,6 +9,7 @@ export { getToolCall, listUnknownCalls, unknownCallCursor } from './queries.js';
 export {
   proceedCall,
   executedOutcome,
+  recordWave,
   afterWrite,
   executedTransition,
   recordPlanOf,

@@ -7,6 +7,7 @@ import {
   reconcileHookOf,
   recordOutcome,
   recordPlanOf,
+  recordWave,
   type CallProgress,
   type PreparedCall,
   type Reserve,
@@ -69,6 +70,7 @@ async function execute(driver: RunDriver, plan: StepPlan): Promise<Map<string, C
   const fenced = fencedReserve(driver);
   const reserve: Reserve = (requests) => fenced(requests, []);
   let failure: PromiseRejectedResult | undefined;
+  let ran = 0;
   // Calls of a tool with a cluster-wide limit wait for a slot before they are reserved (in waves).
   const slotted = inToolSlots(driver.ledger, plan.ready, driver.lease.signal, async (wave) => {
     const answers = new Map<PreparedCall, CallProgress | 'not-run' | undefined>();
@@ -81,7 +83,7 @@ async function execute(driver: RunDriver, plan: StepPlan): Promise<Map<string, C
       wave.map((c) => c.request),
       plan.consume.filter((c) => ids.has(c.request.toolCallId)),
     );
-    const settled = await Promise.allSettled(
+    const settled: PromiseSettledResult<CallProgress>[] = await Promise.allSettled(
       wave.map((call, i) =>
         proceedCall(driver.ledger, call, reservations[i], {
           signal: driver.lease.signal,
@@ -92,6 +94,9 @@ async function execute(driver: RunDriver, plan: StepPlan): Promise<Map<string, C
         }),
       ),
     );
+    // A later wave may wait for a slot: this wave's outcomes are recorded now, not with the step.
+    ran += wave.length;
+    if (ran < plan.ready.length) await recordWave(driver.ledger, settled);
     // Every call of the wave has finished; only then may one call's error end the step.
     wave.forEach((call, i) => {
       const s = settled[i];

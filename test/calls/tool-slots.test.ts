@@ -177,4 +177,32 @@ describe.each(STORES)('tool slots on %s', (_name, open) => {
     expect(await store.toolSlots.held(free.name)).toEqual([]);
     expect((await store.toolSlots.held(busy.name)).map((h) => h.holder)).toEqual(['another-process']);
   });
+
+  it('records an earlier wave’s outcome while a later wave waits for a slot, and answers it in order at the end', async () => {
+    const executions: string[] = [];
+    const free = limitedTool(`free_${++seq}`, executions);
+    const busy = limitedTool(`busy_${seq}`, executions);
+    const ledger = new Ledger(store, { toolSlotLeaseMs: 60_000, landingMarginMs: 0 });
+    expect(await store.toolSlots.acquire(busy.name, 1, 'another-process', 60_000)).toBe(0);
+    const runId = `run_waves_${seq}`;
+    const batch = executeToolCalls(ledger, [
+      { tool: free, args: { n: 1 }, runId, toolCallId: 'call_1', tenantId: TENANT },
+      { tool: busy, args: { n: 2 }, runId, toolCallId: 'call_2', tenantId: TENANT },
+    ]);
+    for (let i = 0; i < 500 && executions.length === 0; i++) await sleep(10);
+    // While the second call waits for its slot, the first is already recorded as what it came to.
+    let first = await store.ledger.get(TENANT, `${runId}:call_1`);
+    for (let i = 0; i < 500 && first?.status !== 'completed'; i++) {
+      await sleep(10);
+      first = await store.ledger.get(TENANT, `${runId}:call_1`);
+    }
+    expect(first?.status).toBe('completed');
+    expect(executions).toEqual([`${runId}:call_1`]);
+    await store.toolSlots.release(busy.name, 0, 'another-process', 0);
+    const outcomes = await batch;
+    expect(outcomes.map((o) => o.status)).toEqual(['completed', 'completed']);
+    expect(outcomes[0]).toMatchObject({ status: 'completed', value: { ok: true }, replayed: false });
+    expect(await store.ledger.history(TENANT, `${runId}:call_1`)).toHaveLength(2);
+    expect(executions).toEqual([`${runId}:call_1`, `${runId}:call_2`]);
+  });
 });

@@ -97,4 +97,57 @@ describe.each(STORES)('tool slots in a run on %s', (_name, open) => {
     expect(await store.toolSlots.held(free.name)).toEqual([]);
     expect((await store.toolSlots.held(busy.name)).map((h) => h.holder)).toEqual(['another-process']);
   });
+
+  it('records an earlier wave’s outcome while a later wave waits for a slot, not with the step (found by the simulator)', async () => {
+    // Held until the step ends, a known outcome waited with the later wave: past its attempt's
+    // deadline, when a reconcile hook elsewhere could settle the call, and the late write then read
+    // as a conflict (sim seed 200).
+    const executions: string[] = [];
+    const free = limitedTool(`free_${newRunId('t')}`, executions);
+    const busy = limitedTool(`busy_${newRunId('t')}`, executions);
+    expect(await store.toolSlots.acquire(busy.name, 1, 'another-process', 60_000)).toBe(0);
+    const { agent } = scriptedAgent(
+      [
+        {
+          toolCalls: [
+            { toolName: free.name, input: { n: 1 } },
+            { toolName: busy.name, input: { n: 2 } },
+          ],
+        },
+        { text: 'charged' },
+      ],
+      [free, busy],
+    );
+    const runtime = runtimes.open(store, [agent], { leaseMs: LEASE_MS });
+    const { run } = await runtime.startRun({
+      tenantId: TENANT,
+      agent: agent.name,
+      input: 'Charge.',
+      runId: newRunId(),
+    });
+    const driving = runtime.drive(TENANT, run.runId);
+    await waitFor(() => executions.length === 1);
+    const firstKey = executions[0]!;
+    // The busy tool's call still waits for its slot, and the free tool's call is already settled.
+    await waitFor(async () => (await store.ledger.get(TENANT, firstKey))?.status === 'completed');
+    expect(executions).toHaveLength(1);
+    expect(await store.ledger.history(TENANT, firstKey)).toMatchObject([
+      { kind: 'transition', to: 'started' },
+      { kind: 'transition', from: 'started', to: 'completed', actor: { kind: 'runtime' } },
+    ]);
+    // The slot comes free: the second wave runs, the step ends, the model hears both results.
+    await store.toolSlots.release(busy.name, 0, 'another-process', 0);
+    const after = await driving;
+    expect(after.status).toBe('completed');
+    expect(executions).toHaveLength(2);
+    const [freeCall, busyCall] = callIdsOf(after);
+    for (const call of [freeCall, busyCall]) {
+      expect(await store.ledger.get(TENANT, `${run.runId}:${call}`)).toMatchObject({
+        status: 'completed',
+        conflictAt: null,
+      });
+    }
+    // The first call's history holds one settlement: the step did not write it again.
+    expect(await store.ledger.history(TENANT, `${run.runId}:${freeCall}`)).toHaveLength(2);
+  });
 });
