@@ -11,14 +11,16 @@ import { CREDIT_CONCURRENCY, runIdOf, TENANT, WORKFLOW_RUN_ID, type Books } from
  * - every second effect of one key on the service that cannot take a key is a recorded conflict;
  * - no record says `completed` for a call that never took effect, and none says `failed` (without a
  *   conflict) for one whose effect stands;
- * - no conflict but after a forced settlement: every attempt here lands before its timeout plus the
- *   margin, so a settlement made without force was never made while the attempt could still land;
+ * - no conflict but after a forced settlement, or past an attempt whose process froze or was cut off:
+ *   every other attempt here ends before its timeout plus the margin, so a settlement made without
+ *   force was never made while the attempt could still land;
  * - no effect without a record;
  * - no run in limbo (queued or running once the world is quiet), no completed run with an unknown call,
  *   no run waiting on reconciliation without an unknown call;
  * - the model never left believing "did not take effect" about an effect that stands;
  * - a tool's concurrency limit never exceeded, and every slot a living process took was let go;
  * - a compensation ran at most once per call;
+ * - a call that needs an approval is sent only once an operator approved it (a rejected one never);
  * - every attempt was sent under the run's current lease: none after another process claimed the run;
  * - a call whose success answer reached a process that lived on (never killed, never cut off from the
  *   store) is not left unknown: the outcome in hand is recorded;
@@ -40,6 +42,8 @@ export interface Facts {
   readonly atHorizon: boolean;
   /** Whether a process lived on from a virtual time to the end: never killed, never cut off. */
   readonly livedOn: (process: string, fromMs: number) => boolean;
+  /** Whether a process was frozen or cut off from the store at some time after `fromMs`. */
+  readonly stalledAfter: (process: string, fromMs: number) => boolean;
   readonly slotsTaken: readonly SlotTaken[];
   /** The virtual clock's start (attempts' times are absolute). */
   readonly startMs: number;
@@ -57,6 +61,8 @@ export async function checkInvariants(facts: Facts): Promise<string[]> {
     histories.set(r.idempotencyKey, await store.ledger.history(TENANT, r.idempotencyKey));
   const forced = (key: string): boolean =>
     (histories.get(key) ?? []).some((e) => isObject(e.detail) && e.detail.forced === true);
+  const outlived = (key: string): boolean =>
+    books.attempts.some((a) => a.key === key && facts.stalledAfter(a.process, a.atMs));
 
   for (const [key, n] of books.applied) {
     const record = byKey.get(key);
@@ -78,9 +84,10 @@ export async function checkInvariants(facts: Facts): Promise<string[]> {
     if (r.status === 'failed' && n > 0 && r.conflictAt === null && !forced(r.idempotencyKey)) {
       v.push(`${r.idempotencyKey} is failed, with no conflict, but its effect stands (${r.toolName})`);
     }
-    if (r.conflictAt !== null && !forced(r.idempotencyKey)) {
+    if (r.conflictAt !== null && !forced(r.idempotencyKey) && !outlived(r.idempotencyKey)) {
       // In this world every attempt lands before its timeout plus the margin, so only a settlement
-      // forced past an attempt that may still land can be contradicted by that attempt.
+      // forced past an attempt that may still land can be contradicted by that attempt — or one made
+      // past an attempt whose process froze or was cut off (it outlived its deadline).
       v.push(
         `${r.idempotencyKey} was settled while its attempt could still land, without force, and the attempt contradicted it (a conflict)`,
       );
@@ -116,6 +123,7 @@ export async function checkInvariants(facts: Facts): Promise<string[]> {
     }
   }
   v.push(...(await leaseProblems(facts)));
+  v.push(...(await approvalProblems(facts)));
   for (const [key, history] of histories) v.push(...historyProblems(key, history, byKey.get(key)!));
   for (let i = 0; i < facts.plan.runs.length; i += 1) {
     if ((await store.runs.get(TENANT, runIdOf(i))) === undefined) v.push(`${runIdOf(i)} was never created`);
@@ -185,6 +193,26 @@ async function workflowProblems(
         !forced(r.idempotencyKey),
     );
     if (credited !== undefined) standing ??= credited.idempotencyKey;
+  }
+  return v;
+}
+
+/**
+ * A refund (a call that needs an approval) is sent only once an operator approved those arguments,
+ * and a rejected one never: each refund attempt has an approval of its key, approved and consumed.
+ */
+async function approvalProblems(facts: Facts): Promise<string[]> {
+  const v: string[] = [];
+  const refunds = facts.books.attempts.filter((a) => a.tool === 'issue_refund');
+  if (refunds.length === 0) return v;
+  const approvals = new Map(
+    (await facts.store.runs.listApprovals(TENANT, { limit: 1_000 })).map((a) => [a.idempotencyKey, a]),
+  );
+  for (const a of refunds) {
+    const approval = approvals.get(a.key);
+    if (approval?.status !== 'approved' && approval?.status !== 'consumed') {
+      v.push(`${a.key} was sent without an approval (${approval?.status ?? 'none asked for'})`);
+    }
   }
   return v;
 }

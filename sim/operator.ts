@@ -7,7 +7,7 @@ import { runIdOf, TENANT, WORKFLOW_RUN_ID, type Books } from './world.js';
  * An operator at the API layer, acting through the runtime's operator actions while the workers run:
  * settles an unknown call as the downstream's books say (refused while its attempt may still land),
  * forces `failed` on a call whose effect has not landed yet (a person who would not wait), compensates
- * a credit, retries a failed run, cancels one.
+ * a credit, approves or rejects a refund waiting for approval, retries a failed run, cancels one.
  */
 
 const OPERATOR = 'ops-sim';
@@ -73,6 +73,26 @@ export async function operatorAct(
         say(`${who}: compensate ${call.idempotencyKey}: ${outcome.status}`);
       };
       await (action === 'compensate' ? once(OPERATOR) : Promise.all([once(OPERATOR), once(`${OPERATOR}-2`)]));
+      return;
+    }
+    case 'approve':
+    case 'reject': {
+      const [pending] = await runtime.store.runs.listApprovals(TENANT, { statuses: ['pending'], limit: 1 });
+      if (pending === undefined) return say(`${action}: no call waits for approval`);
+      say(`${action} ${pending.idempotencyKey}`);
+      if (action === 'approve')
+        await runtime.approve({
+          tenantId: TENANT,
+          idempotencyKey: pending.idempotencyKey,
+          actorId: OPERATOR,
+        });
+      else
+        await runtime.reject({
+          tenantId: TENANT,
+          idempotencyKey: pending.idempotencyKey,
+          actorId: OPERATOR,
+          reason: 'the order was never paid',
+        });
       return;
     }
     case 'decide-retry':

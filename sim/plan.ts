@@ -11,7 +11,13 @@ import { CRASH_POINTS, WORKFLOW_CRASH_POINTS } from '../src/crash/index.js';
 
 export const PROCESSES = 3;
 
-export const TOOL_NAMES = ['issue_credit', 'send_email', 'lookup_order', 'open_ticket'] as const;
+export const TOOL_NAMES = [
+  'issue_credit',
+  'send_email',
+  'lookup_order',
+  'open_ticket',
+  'issue_refund',
+] as const;
 export type ToolName = (typeof TOOL_NAMES)[number];
 /** The tools that change the world, each a service with books of its own. */
 export type WriteTool = Exclude<ToolName, 'lookup_order'>;
@@ -55,6 +61,8 @@ export const OPERATOR_ACTIONS = [
   'compensate-twice',
   'retry',
   'cancel',
+  'approve',
+  'reject',
   'decide-retry',
   'decide-skip',
 ] as const;
@@ -124,6 +132,7 @@ export const schedulePlan: fc.Arbitrary<SchedulePlan> = fc.record({
     issue_credit: fc.array(fc.constantFrom(...BEHAVIOURS), { maxLength: 6 }),
     send_email: fc.array(fc.constantFrom(...BEHAVIOURS), { maxLength: 6 }),
     open_ticket: fc.array(fc.constantFrom(...BEHAVIOURS), { maxLength: 6 }),
+    issue_refund: fc.array(fc.constantFrom(...BEHAVIOURS), { maxLength: 4 }),
   }),
   hook: fc.array(fc.constantFrom(...HOOK_BEHAVIOURS), { maxLength: 4 }),
   faults: fc.array(fault, { maxLength: 3 }),
@@ -143,7 +152,7 @@ export const schedulePlan: fc.Arbitrary<SchedulePlan> = fc.record({
 /**
  * A plan written before the world grew (sim/regressions.json keeps plans as they shrank): what a
  * field added since means when it is missing — the world of then. A run asked for one credit, and
- * the ticket service was never called.
+ * the ticket and refund services were never called.
  */
 export function withDefaults(plan: SchedulePlan): SchedulePlan {
   const old = plan as unknown as {
@@ -159,6 +168,7 @@ export function withDefaults(plan: SchedulePlan): SchedulePlan {
       issue_credit: old.behaviours.issue_credit ?? [],
       send_email: old.behaviours.send_email ?? [],
       open_ticket: old.behaviours.open_ticket ?? [],
+      issue_refund: old.behaviours.issue_refund ?? [],
     },
   };
 }

@@ -210,6 +210,17 @@ export class Schedule {
     );
   }
 
+  /** Whether a process was frozen or cut off from the store at some time after `fromMs` (absolute). */
+  #stalledAfter(name: string, fromMs: number): boolean {
+    const index = Number(/^p(\d+)#/.exec(name)?.[1] ?? -1);
+    return this.plan.faults.some(
+      (f) =>
+        (f.kind === 'partition' || f.kind === 'freeze') &&
+        f.process === index &&
+        f.atMs + f.forMs > fromMs - START_MS,
+    );
+  }
+
   #sawSlot(p: SimProcess, method: string, args: unknown[], result: unknown): void {
     const [tool, , holder] = args as [string, unknown, string];
     if (method === 'acquire' && typeof result === 'number') {
@@ -453,6 +464,7 @@ export class Schedule {
         books: this.world.books,
         atHorizon: this.#clock.now() - START_MS >= HORIZON_MS || steps >= MAX_STEPS,
         livedOn: (name, fromMs) => this.#livedOn(name, fromMs),
+        stalledAfter: (name, fromMs) => this.#stalledAfter(name, fromMs),
         slotsTaken: [...this.#slotsTaken.values()],
         startMs: START_MS,
       });

@@ -12,7 +12,8 @@ import type { WorldClock } from './virtual-clock.js';
 /*
  * The world outside oncely, with books of its own: a billing service that honours the key (a credit
  * applies once per key; its undo, the compensation, is counted too), a mail service that cannot take
- * one (every request that arrives sends), a ticket service reached over MCP (oncely/mcp's tools over
+ * one (every request that arrives sends), a refunds service that honours the key and whose every
+ * refund an operator approves first, a ticket service reached over MCP (oncely/mcp's tools over
  * a client whose server honours the key it is sent in `_meta`, and answers errors the way MCP servers
  * do), and the timing of each request as the schedule's plan says. The invariants read these books,
  * never the ledger's word for what happened.
@@ -286,6 +287,14 @@ export class World {
       downstreamAcceptsKey: false,
       execute: (_args, ctx) => this.request('send_email', ctx),
     });
+    const refund = defineTool({
+      name: 'issue_refund',
+      description: 'Refund an order (an operator approves each refund first)',
+      input: z.object({ orderId: z.string(), amountCents: z.number() }),
+      effect: external({ approval: true }),
+      timeoutMs: TOOL_TIMEOUT_MS,
+      execute: (_args, ctx) => this.request('issue_refund', ctx),
+    });
     const lookup = defineTool({
       name: 'lookup_order',
       description: 'Look an order up',
@@ -294,7 +303,7 @@ export class World {
       timeoutMs: TOOL_TIMEOUT_MS,
       execute: (args) => Promise.resolve({ orderId: args.orderId, total: 2500 }),
     });
-    return [credit, email, lookup, ...this.#mcp];
+    return [credit, email, lookup, refund, ...this.#mcp];
   }
 
   /** One agent per planned run, each with its own script; and the workflow's two, if planned. */
@@ -352,6 +361,7 @@ function inputOf(tool: ToolName, i: number, n: number): Record<string, unknown> 
   if (tool === 'issue_credit') return { accountId: `acct_${i}_${n}`, amountCents: 2500 };
   if (tool === 'send_email') return { to: `customer_${i}@example.com` };
   if (tool === 'open_ticket') return { subject: `order ${i}` };
+  if (tool === 'issue_refund') return { orderId: `ord_${i}`, amountCents: 4200 };
   return { orderId: `ord_${i}` };
 }
 
@@ -411,6 +421,7 @@ const ANSWERS: Record<
 > = {
   issue_credit: plainService('issue_credit'),
   send_email: plainService('send_email'),
+  issue_refund: plainService('issue_refund'),
   open_ticket: {
     ok: (key) => ({ structuredContent: { ticket: `tkt_${key}` }, content: [] }),
     // JSON-RPC -32601: the server has no such method, so nothing ran.
