@@ -2,7 +2,7 @@ import type { JsonValue, LedgerEvent, ToolExecutionRecord } from '../src/ledger/
 import type { Store } from '../src/store/index.js';
 import type { SchedulePlan } from './plan.js';
 import type { SlotTaken } from './schedule.js';
-import { CREDIT_CONCURRENCY, runIdOf, TENANT, WORKFLOW_RUN_ID, type Books } from './world.js';
+import { CREDIT_CONCURRENCY, FOLLOW_UP, runIdOf, TENANT, WORKFLOW_RUN_ID, type Books } from './world.js';
 
 /*
  * What must hold after every schedule, checked against the services' own books (what took effect),
@@ -21,6 +21,7 @@ import { CREDIT_CONCURRENCY, runIdOf, TENANT, WORKFLOW_RUN_ID, type Books } from
  * - a tool's concurrency limit never exceeded, and every slot a living process took was let go;
  * - a compensation ran at most once per call;
  * - a call that needs an approval is sent only once an operator approved it (a rejected one never);
+ * - a message the user sends again (same client message id) is one turn, never two;
  * - every attempt was sent under the run's current lease: none after another process claimed the run;
  * - a call whose success answer reached a process that lived on (never killed, never cut off from the
  *   store) is not left unknown: the outcome in hand is recorded;
@@ -147,6 +148,11 @@ export async function checkInvariants(facts: Facts): Promise<string[]> {
     if (run.status === 'awaiting_reconciliation' && unknown.length === 0) {
       v.push(`${run.runId} waits on reconciliation but has no unknown call`);
     }
+    const followUps = run.checkpoint.messages.filter(
+      (m) => isObject(m) && m.role === 'user' && JSON.stringify(m.content).includes(FOLLOW_UP),
+    ).length;
+    if (followUps > 1)
+      v.push(`${run.runId} holds the user's follow-up ${followUps} times: a resend became a second turn`);
     const unseen = (key: string): boolean => forced(key) && byKey.get(key)?.conflictAt === null;
     v.push(...beliefProblems(run.runId, run.checkpoint.messages, books, unseen));
   }

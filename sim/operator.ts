@@ -1,13 +1,14 @@
 import type { Runtime } from '../src/runs/index.js';
 import type { OperatorAction } from './plan.js';
 import type { WorkflowEngine } from '../src/workflows/index.js';
-import { runIdOf, TENANT, WORKFLOW_RUN_ID, type Books } from './world.js';
+import { FOLLOW_UP, runIdOf, TENANT, WORKFLOW_RUN_ID, type Books } from './world.js';
 
 /*
  * An operator at the API layer, acting through the runtime's operator actions while the workers run:
  * settles an unknown call as the downstream's books say (refused while its attempt may still land),
  * forces `failed` on a call whose effect has not landed yet (a person who would not wait), compensates
- * a credit, approves or rejects a refund waiting for approval, retries a failed run, cancels one.
+ * a credit, approves or rejects a refund waiting for approval, retries a failed run, cancels one; and
+ * a user who writes again to a run that answered (and sends it twice, the first answer lost).
  */
 
 const OPERATOR = 'ops-sim';
@@ -94,6 +95,21 @@ export async function operatorAct(
           reason: 'the order was never paid',
         });
       return;
+    }
+    case 'send': {
+      // The user writes again to the first run that answered, and (the answer lost) sends it again.
+      for (let i = 0; ; i += 1) {
+        const run = await runtime.store.runs.get(TENANT, runIdOf(i));
+        if (run === undefined) return say('send: no run has answered');
+        if (run.status !== 'completed') continue;
+        const message = { tenantId: TENANT, runId: run.runId, content: FOLLOW_UP, clientMessageId: `m-${i}` };
+        const first = await runtime.send(message);
+        const again = await runtime.send(message);
+        say(
+          `user writes to ${run.runId}: turn ${first.turn.turn} (sent ${first.sent}), again: sent ${again.sent}`,
+        );
+        return;
+      }
     }
     case 'decide-retry':
     case 'decide-skip': {

@@ -63,6 +63,7 @@ export const OPERATOR_ACTIONS = [
   'cancel',
   'approve',
   'reject',
+  'send',
   'decide-retry',
   'decide-skip',
 ] as const;

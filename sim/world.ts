@@ -355,6 +355,8 @@ export class World {
 export const WORKFLOW_RUN_ID = 'wf_0';
 
 export const runIdOf = (i: number): string => `run_${i}`;
+/** The follow-up a user sends to a run that answered (a conversation's next turn). */
+export const FOLLOW_UP = 'And add a goodwill credit, please.';
 export const agentNameOf = (i: number): string => `agent_${i}`;
 
 function inputOf(tool: ToolName, i: number, n: number): Record<string, unknown> {
@@ -378,12 +380,24 @@ function agentFor(run: RunPlan, i: number, tools: Tool[]): Agent {
     name: agentNameOf(i),
     instructions: 'Settle the order.',
     model: scriptedModel((prompt) => {
-      // How many of its tool responses it has seen: the model's own step, whatever the run's turn.
+      const lastUser = prompt.map((m) => m.role).lastIndexOf('user');
+      if (prompt.filter((m) => m.role === 'user').length > 1) {
+        // A later turn (the user wrote again): one more credit, then an answer.
+        const heard = prompt.slice(lastUser + 1).some((m) => m.role === 'tool');
+        return heard
+          ? { text: 'credited again' }
+          : {
+              toolCalls: [
+                { toolName: 'issue_credit', input: { accountId: `acct_${i}_again`, amountCents: 500 } },
+              ],
+            };
+      }
+      // How many of its tool responses it has seen: the model's own step in its first turn.
       const seen = prompt.filter((m) => m.role === 'tool').length;
       return seen < rounds ? { toolCalls: calls } : { text: 'settled' };
     }),
     tools,
-    maxSteps: rounds + 2,
+    maxSteps: rounds + 4,
     toolPolicy: { onIndeterminate: run.onIndeterminate },
   });
 }
