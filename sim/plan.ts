@@ -45,6 +45,8 @@ export interface RunPlan {
   readonly credits: number;
   /** The model repeats its first response's calls once more (a model that "tries again"). */
   readonly repeats: boolean;
+  /** The model's first answer never comes (a provider that hangs): the agent's model timeout ends it. */
+  readonly stalls: boolean;
 }
 
 export type Fault =
@@ -97,6 +99,7 @@ const runPlan: fc.Arbitrary<RunPlan> = fc.record({
   calls: fc.subarray([...TOOL_NAMES], { minLength: 1 }),
   credits: fc.integer({ min: 1, max: 3 }),
   repeats: fc.boolean(),
+  stalls: fc.boolean(),
 });
 
 const fault: fc.Arbitrary<Fault> = fc.oneof(
@@ -152,19 +155,19 @@ export const schedulePlan: fc.Arbitrary<SchedulePlan> = fc.record({
 
 /**
  * A plan written before the world grew (sim/regressions.json keeps plans as they shrank): what a
- * field added since means when it is missing — the world of then. A run asked for one credit, and
- * the ticket and refund services were never called.
+ * field added since means when it is missing — the world of then. A run asked for one credit, its
+ * model never stalled, and the ticket and refund services were never called.
  */
 export function withDefaults(plan: SchedulePlan): SchedulePlan {
   const old = plan as unknown as {
-    runs: (Omit<RunPlan, 'credits'> & { credits?: number })[];
+    runs: (Omit<RunPlan, 'credits' | 'stalls'> & { credits?: number; stalls?: boolean })[];
     behaviours: Partial<SchedulePlan['behaviours']>;
     workflow?: boolean;
   };
   return {
     ...plan,
     workflow: old.workflow ?? false,
-    runs: old.runs.map((run) => ({ ...run, credits: run.credits ?? 1 })),
+    runs: old.runs.map((run) => ({ ...run, credits: run.credits ?? 1, stalls: run.stalls ?? false })),
     behaviours: {
       issue_credit: old.behaviours.issue_credit ?? [],
       send_email: old.behaviours.send_email ?? [],

@@ -77,6 +77,15 @@ export class World {
     readonly timeline: TimelineSink,
   ) {}
 
+  /** Counts the model calls of an agent: 1 for its first. */
+  modelCall(agent: string): number {
+    const n = (this.#modelCalls.get(agent) ?? 0) + 1;
+    this.#modelCalls.set(agent, n);
+    return n;
+  }
+
+  readonly #modelCalls = new Map<string, number>();
+
   #next(tool: WriteTool | 'hook'): number {
     const n = this.#asked.get(tool) ?? 0;
     this.#asked.set(tool, n + 1);
@@ -309,7 +318,7 @@ export class World {
   /** One agent per planned run, each with its own script; and the workflow's two, if planned. */
   agents(): Agent[] {
     const tools = this.tools();
-    const agents = this.plan.runs.map((run, i) => agentFor(run, i, tools));
+    const agents = this.plan.runs.map((run, i) => agentFor(run, i, tools, this));
     if (!this.plan.workflow) return agents;
     const payer = defineAgent({
       name: 'wf_payer',
@@ -367,7 +376,7 @@ function inputOf(tool: ToolName, i: number, n: number): Record<string, unknown> 
   return { orderId: `ord_${i}` };
 }
 
-function agentFor(run: RunPlan, i: number, tools: Tool[]): Agent {
+function agentFor(run: RunPlan, i: number, tools: Tool[], world: World): Agent {
   // Several credits in one response: with the credit's concurrency of 2 they run in waves.
   const calls = run.calls.flatMap((toolName) =>
     Array.from({ length: toolName === 'issue_credit' ? run.credits : 1 }, (_, n) => ({
@@ -380,6 +389,10 @@ function agentFor(run: RunPlan, i: number, tools: Tool[]): Agent {
     name: agentNameOf(i),
     instructions: 'Settle the order.',
     model: scriptedModel((prompt) => {
+      if (run.stalls && world.modelCall(agentNameOf(i)) === 1) {
+        world.timeline.note(`the model of ${agentNameOf(i)} hangs`);
+        return new Promise<never>(() => undefined);
+      }
       const lastUser = prompt.map((m) => m.role).lastIndexOf('user');
       if (prompt.filter((m) => m.role === 'user').length > 1) {
         // A later turn (the user wrote again): one more credit, then an answer.
@@ -398,12 +411,15 @@ function agentFor(run: RunPlan, i: number, tools: Tool[]): Agent {
     }),
     tools,
     maxSteps: rounds + 4,
+    modelTimeoutMs: MODEL_TIMEOUT_MS,
     toolPolicy: { onIndeterminate: run.onIndeterminate },
   });
 }
 
 /** Waits of the world, in virtual ms. */
 const UNDO_MS = 20;
+/** An agent's model call that takes longer is given up (a hanging provider). */
+const MODEL_TIMEOUT_MS = 400;
 
 /** The context of the MCP tool call in progress (the MCP client only sees the request). */
 const mcpContext = new AsyncLocalStorage<ToolContext>();

@@ -149,8 +149,11 @@ export async function callModel(options: CallModelOptions): Promise<ModelTurn> {
       abortSignal: signal,
     });
     const onDelta = options.onDelta;
-    const result = await retry(() =>
-      onDelta === undefined ? model.doGenerate(call) : streamed(model, call, onDelta),
+    // Raced against the signal: a provider (or a middleware) that ignores its abort signal must not
+    // hold the step, and so the run's live lease, for ever.
+    const result = await untilAborted(
+      signal,
+      retry(() => (onDelta === undefined ? model.doGenerate(call) : streamed(model, call, onDelta))),
     );
     return turnOf(sdk, result, options.tools, model.modelId);
   } catch (error) {
@@ -167,6 +170,21 @@ export async function callModel(options: CallModelOptions): Promise<ModelTurn> {
     if (isOncelyError(error)) throw error;
     throw callFailed(await aiRuntime(), options.model, error);
   }
+}
+
+/** `work`, or the signal's reason as soon as it aborts, whichever comes first. */
+async function untilAborted<T>(signal: AbortSignal | undefined, pending: PromiseLike<T>): Promise<T> {
+  const work = Promise.resolve(pending);
+  if (signal === undefined) return work;
+  if (signal.aborted) {
+    work.catch(() => undefined); // settles later, unobserved
+    throw signal.reason as Error;
+  }
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = (): void => reject(signal.reason as Error);
+    signal.addEventListener('abort', onAbort, { once: true });
+    work.finally(() => signal.removeEventListener('abort', onAbort)).then(resolve, reject);
+  });
 }
 
 /** Tells a delta; an observer's failure is not the call's. */

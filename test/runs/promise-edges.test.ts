@@ -23,7 +23,7 @@ import { CREDIT, FakeDownstream, issueCredit } from './tools.js';
  * never skips an event that commits late.
  */
 
-type Plan = ('down' | 'hang' | 'ok')[];
+type Plan = ('down' | 'hang' | 'deaf' | 'ok')[];
 
 /** A scripted model behind a provider that is down ('down': fetch fails), hangs, or answers, in turn. */
 function flakyModel(script: Script, plan: Plan): LanguageModelV3 & { calls: number } {
@@ -38,6 +38,8 @@ function flakyModel(script: Script, plan: Plan): LanguageModelV3 & { calls: numb
       model.calls += 1;
       const next = plan.shift() ?? 'ok';
       if (next === 'down') throw new TypeError('fetch failed');
+      // A provider (or a middleware) that ignores its abort signal: it never answers at all.
+      if (next === 'deaf') return new Promise<never>(() => undefined);
       if (next === 'hang') {
         return new Promise((_, reject) =>
           options.abortSignal?.addEventListener('abort', () => reject(new Error('aborted')), { once: true }),
@@ -181,6 +183,23 @@ describe.each(STORES)('the promise at its edges, runs on %s', (_name, open) => {
     const done = await driveUntil(runtime, run.runId, isFinal);
     expect(Date.now() - started).toBeLessThan(10_000);
     expect(done.status).toBe('completed');
+    expect(done.lastError?.message).toMatch(/no answer within 100 ms/);
+    expect(await outageReasons(store, run.runId)).toHaveLength(1);
+  });
+
+  it('times out a hung provider that ignores its abort signal: the run is let go, not held for ever (found by the simulator)', async () => {
+    const model = flakyModel([{ text: 'Hello.' }], ['deaf', 'ok']);
+    const agent = agentWith(model, [], { modelTimeoutMs: 100 });
+    const runtime = runtimes.open(store, [agent], { retryBaseMs: 10 });
+    const { run } = await runtime.startRun({
+      tenantId: TENANT,
+      agent: agent.name,
+      input: 'Hi.',
+      runId: newRunId(),
+    });
+    const done = await driveUntil(runtime, run.runId, isFinal);
+    expect(done.status).toBe('completed');
+    expect(model.calls).toBe(2);
     expect(done.lastError?.message).toMatch(/no answer within 100 ms/);
     expect(await outageReasons(store, run.runId)).toHaveLength(1);
   });
