@@ -36,14 +36,9 @@ import {
 import type { Tool } from '../tools/index.js';
 import { realClock, type Clock } from '../util/clock.js';
 import { decideApproval, type ApprovalDecision } from './decisions.js';
-import {
-  DEFAULT_RETRY_BASE_MS,
-  RunDriver,
-  inSeconds,
-  retryDelay,
-  type DriveEnd,
-  type ModelResponseInfo,
-} from './driver.js';
+import { DEFAULT_RETRY_BASE_MS, inSeconds, retryDelay, type DriveEnd } from './drive-end.js';
+import { RunDriver } from './driver.js';
+import type { ModelResponseInfo } from './model-step.js';
 import { initialMessages } from './messages.js';
 import { DeltaBus } from './stream-deltas.js';
 import { jsonInput, uiMessages, userMessage, type UiMessage, type UserContent } from './conversation.js';

@@ -25,10 +25,11 @@ import {
   type StoreTx,
   type TransitionResult,
 } from '../store/index.js';
-import { inSeconds, type DriveEnd, type RunDriver, type SaveExtras } from './driver.js';
+import { inSeconds, type DriveEnd } from './drive-end.js';
 import { heardOf, heardOfRecorded, toldFromHistory } from './heard.js';
 import { toolMessage } from './messages.js';
 import { planStep, type StepPlan } from './plan-step.js';
+import type { SaveExtras, StepDriver } from './step-driver.js';
 
 /** A test-only switch (`ONCELY_UNSAFE_TEST_SWITCHES`): a fenced-out reservation goes ahead unfenced. */
 const IGNORE_LOST_LEASE = unsafeSwitch('ignore-lost-lease');
@@ -44,7 +45,7 @@ type Executed = Extract<CallProgress, { kind: 'executed' }>;
  * allows, then records every outcome and the next checkpoint in one transaction. Returns the end of
  * the drive when the run waits or ends, or undefined when the model is to be called next.
  */
-export async function settleStep(driver: RunDriver): Promise<DriveEnd | undefined> {
+export async function settleStep(driver: StepDriver): Promise<DriveEnd | undefined> {
   for (let pass = 1; ; pass++) {
     const pending = driver.checkpoint.pending;
     if (pending === null) return undefined;
@@ -64,7 +65,7 @@ export async function settleStep(driver: RunDriver): Promise<DriveEnd | undefine
   }
 }
 
-async function execute(driver: RunDriver, plan: StepPlan): Promise<Map<string, CallProgress>> {
+async function execute(driver: StepDriver, plan: StepPlan): Promise<Map<string, CallProgress>> {
   const progress = new Map<string, CallProgress>();
   if (plan.ready.length === 0) return progress;
   const fenced = fencedReserve(driver);
@@ -125,7 +126,7 @@ async function execute(driver: RunDriver, plan: StepPlan): Promise<Map<string, C
 }
 
 /** Records the outcomes of the calls executed in this pass on their own, without a checkpoint. */
-async function recordInHand(driver: RunDriver, progress: Map<string, CallProgress>): Promise<void> {
+async function recordInHand(driver: StepDriver, progress: Map<string, CallProgress>): Promise<void> {
   for (const p of progress.values()) {
     if (p.kind !== 'executed') continue;
     try {
@@ -145,7 +146,7 @@ async function recordInHand(driver: RunDriver, progress: Map<string, CallProgres
  * exactly one reservation. A step's first reservation saves the model's response first, in the same
  * write: one statement on PostgreSQL when nothing is consumed and every call is new.
  */
-function fencedReserve(driver: RunDriver) {
+function fencedReserve(driver: StepDriver) {
   const { ledger, run, lease } = driver;
   return async (
     requests: readonly PreparedCall['request'][],
@@ -214,7 +215,7 @@ interface Told {
  * written, in a transaction.
  */
 async function commit(
-  driver: RunDriver,
+  driver: StepDriver,
   calls: readonly PendingCall[],
   planned: StepPlan,
   progress: Map<string, CallProgress>,
@@ -279,7 +280,7 @@ async function commit(
  * only for those calls. Every other outcome is told from its record alone.
  */
 async function withRecordedReasons(
-  driver: RunDriver,
+  driver: StepDriver,
   plan: StepPlan,
   progress: Map<string, CallProgress>,
 ): Promise<StepPlan> {
@@ -299,7 +300,7 @@ async function withRecordedReasons(
  * to is still the truth, so each outcome in hand is recorded on its own before the drive stands down.
  */
 async function recordOrHand<T>(
-  driver: RunDriver,
+  driver: StepDriver,
   inHand: Map<string, CallProgress>,
   write: () => Promise<T>,
 ): Promise<T> {
@@ -325,7 +326,7 @@ function outcomesOf(
 }
 
 function tell(
-  driver: RunDriver,
+  driver: StepDriver,
   calls: readonly PendingCall[],
   plan: StepPlan,
   progress: Map<string, CallProgress>,
@@ -383,7 +384,7 @@ interface StepWrite {
   readonly approvals: readonly NewApproval[];
 }
 
-function decide(driver: RunDriver, told: Told, plan: StepPlan, mayPassAgain: boolean): StepWrite {
+function decide(driver: StepDriver, told: Told, plan: StepPlan, mayPassAgain: boolean): StepWrite {
   const checkpoint = driver.checkpoint;
   const waiting: Checkpoint = { ...checkpoint, pending: { calls: told.calls } };
   const extras = { events: told.events };
@@ -427,7 +428,7 @@ function decide(driver: RunDriver, told: Told, plan: StepPlan, mayPassAgain: boo
 }
 
 function ending(
-  driver: RunDriver,
+  driver: StepDriver,
   checkpoint: Checkpoint,
   status: Exclude<CheckpointStatus, 'running'>,
   extras: SaveExtras,
@@ -439,7 +440,7 @@ function ending(
 
 /** Writes the step's decision inside `tx`: the checkpoint, then the release or approvals with it. */
 async function applyIn(
-  driver: RunDriver,
+  driver: StepDriver,
   tx: StoreTx,
   write: StepWrite,
 ): Promise<DriveEnd | undefined | 'again'> {
@@ -463,7 +464,7 @@ function approvalEvents(plan: StepPlan): RunEventInput[] {
   }));
 }
 
-function failUnknown(driver: RunDriver, checkpoint: Checkpoint, told: Told): StepWrite {
+function failUnknown(driver: StepDriver, checkpoint: Checkpoint, told: Told): StepWrite {
   const error = new OncelyError('RUN_CALL_UNKNOWN', unknownReason(driver, told.unknown), {
     details: { keys: told.unknown.map((c) => `${driver.run.runId}:${c.toolCallId}`) },
   });
@@ -475,7 +476,7 @@ function failUnknown(driver: RunDriver, checkpoint: Checkpoint, told: Told): Ste
 }
 
 /** Names each unknown call and how to settle it. */
-function unknownReason(driver: RunDriver, unknown: readonly PendingCall[]): string {
+function unknownReason(driver: StepDriver, unknown: readonly PendingCall[]): string {
   const keys = unknown.map((c) => `${driver.run.runId}:${c.toolCallId} (${c.toolName})`);
   const first = `${driver.run.runId}:${unknown[0]?.toolCallId ?? ''}`;
   return (
