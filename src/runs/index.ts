@@ -1,13 +1,8 @@
-export {
-  Runtime,
-  openRuntime,
-  DEFAULT_LEASE_MS,
-  type RuntimeOptions,
-  type StartRunRequest,
-  type RecoveredRun,
-  type SendMessage,
-  type SentMessage,
-} from './runtime.js';
+export { Runtime, openRuntime } from './runtime.js';
+export { DEFAULT_LEASE_MS, type RuntimeOptions } from './runtime-options.js';
+export type { StartRunRequest } from './runtime-start.js';
+export type { RecoveredRun } from './runtime-drives.js';
+export type { SendMessage, SentMessage } from './runtime-send.js';
 export {
   uiMessages,
   userMessage,
