@@ -109,7 +109,7 @@ export const MUTANTS: readonly Mutant[] = [
     bug: 'a step stopped while a later wave waits for a slot (the lease lost, a cancel, a store error) throws without recording the outcomes of the calls of earlier waves, which stay `started`',
     edits: [
       {
-        file: 'src/runs/settle-step.ts',
+        file: 'src/runs/execute-step.ts',
         find: 'await recordInHand(driver, progress);',
         replace: 'void recordInHand;',
       },

@@ -5,6 +5,7 @@ import type { ReserveRequest, ReserveResult, TransitionRequest, TransitionResult
 import { approvalsToConsume, consumeApproval } from './approvals.js';
 import type { Tool } from '../tools/index.js';
 import { runAttempts, type AttemptOutcome } from './attempt.js';
+import type { CallProgress } from './call-progress.js';
 import type { Ledger } from './ledger.js';
 import { inToolSlots } from './tool-slots.js';
 import { outcomeOfRecord, type ToolCallOutcome } from './outcome.js';
@@ -39,19 +40,6 @@ export interface CallOptions {
 
 /** How a caller reserves: the ledger's own `reserve`, or one fenced by a run's lease. */
 export type Reserve = (requests: readonly ReserveRequest[]) => Promise<ReserveResult[]>;
-
-/**
- * Where a call stands before anything is written for it: settled by the ledger (a replay, a reconcile
- * hook), or executed now with its outcome still to record.
- */
-export type CallProgress =
-  | { readonly kind: 'settled'; readonly outcome: ToolCallOutcome }
-  | {
-      readonly kind: 'executed';
-      readonly call: PreparedCall;
-      readonly record: ToolExecutionRecord;
-      readonly attempt: AttemptOutcome;
-    };
 
 /** Times a call may go round ask the hook → re-open → reserve before we stop and call it unknown. */
 const MAX_ROUNDS = 4;

@@ -13,9 +13,9 @@ export {
   afterWrite,
   executedTransition,
   recordPlanOf,
-  type CallProgress,
   type Reserve,
 } from './execute-tool-call.js';
+export type { CallProgress } from './call-progress.js';
 export { prepareCall, assertBatch, type PreparedCall } from './prepare.js';
 export { inToolSlots } from './tool-slots.js';
 export { ringToolSlots } from './slot-bell.js';

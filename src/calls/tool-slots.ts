@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { errorInfo } from '../errors/index.js';
 import type { Tool } from '../tools/index.js';
-import type { CallProgress } from './execute-tool-call.js';
+import type { CallProgress } from './call-progress.js';
 import type { ClockTimer } from '../util/clock.js';
 import type { Ledger } from './ledger.js';
 import { slotBell, type SlotBell } from './slot-bell.js';

@@ -1,15 +1,9 @@
 import type { Agent } from '../agents/index.js';
 import type { Ledger } from '../calls/index.js';
 import { crashPoint, unsafeSwitch } from '../crash/index.js';
-import { OncelyError, errorInfo, isOncelyError } from '../errors/index.js';
-import {
-  ModelPrompt,
-  callModel,
-  isTransientModelFailure,
-  type ModelTurn,
-  type ModelUsage,
-} from '../models/index.js';
+import { errorInfo, isOncelyError } from '../errors/index.js';
 import type { ErrorInfo } from '../ledger/index.js';
+import { ModelPrompt } from '../models/index.js';
 import {
   addUsage,
   type Checkpoint,
@@ -19,22 +13,26 @@ import {
 } from '../run-state/index.js';
 import type { RunEventInput, SaveCheckpointRequest, StoreTx } from '../store/index.js';
 import type { Tool } from '../tools/index.js';
-import { Lease } from './lease.js';
-import { correctionOwed } from './corrections.js';
-import { asModelMessages, isBuiltHere, recordTurn } from './messages.js';
-import { settleStep } from './settle-step.js';
-import { DeltaPublisher, type DeltaBus } from './stream-deltas.js';
 import {
   ROOT_CONTEXT,
-  SpanKind,
   SpanStatusCode,
   contextOf,
-  definedAttributes,
   inSpan,
   runTraceContext,
-  type Attributes,
   type Context,
 } from '../tracing/index.js';
+import { DEFAULT_RETRY_BASE_MS, HANDED_OFF, driveEndAttributes, type DriveEnd } from './drive-end.js';
+import { Lease } from './lease.js';
+import { isBuiltHere } from './messages.js';
+import {
+  modelStep,
+  type ModelResponseInfo,
+  type ModelStepDriver,
+  type UnsavedResponse,
+} from './model-step.js';
+import { settleStep } from './settle-step.js';
+import type { SaveExtras } from './step-driver.js';
+import type { DeltaBus } from './stream-deltas.js';
 
 /** A test-only switch (`ONCELY_UNSAFE_TEST_SWITCHES`): a driver fenced out drives on. */
 const IGNORE_LOST_LEASE = unsafeSwitch('ignore-lost-lease');
@@ -58,54 +56,6 @@ export interface DriverOptions {
   readonly deltas?: DeltaBus;
 }
 
-/** Why a stopping process let go of a run at a step boundary. */
-export const HANDED_OFF =
-  'the process driving the run is stopping (SIGTERM); it let go between steps, for another to claim at once';
-
-/** A model response of a run, as an observer (the metrics) is told of it. */
-export interface ModelResponseInfo {
-  readonly tenantId: string;
-  readonly runId: string;
-  readonly agent: string;
-  readonly provider: string;
-  readonly modelId: string;
-  readonly usage: ModelUsage | null;
-}
-
-/**
- * How a drive ended: the run waits or is final; it was released to be claimed again later (a model
- * outage, a call whose last attempt may still land); or this process lost the run and stood down.
- */
-export type DriveEnd =
-  | {
-      readonly kind: 'ended';
-      readonly status: CheckpointStatus;
-      /** Why, when the status says so (a failed run's error and reason, a wait's reason). */
-      readonly error?: ErrorInfo | null;
-      readonly reason?: string | null;
-    }
-  | { readonly kind: 'released'; readonly reason: string; readonly delayMs: number }
-  | { readonly kind: 'stood_down'; readonly reason: string };
-
-export const DEFAULT_RETRY_BASE_MS = 1_000;
-const MAX_RETRY_DELAY_MS = 60_000;
-
-/** A delay as people read it: `1.5 s`. */
-export function inSeconds(ms: number): string {
-  return `${Math.round(ms / 100) / 10} s`;
-}
-
-/** The n-th retry's delay (n from 1): base, 2 base, 4 base, … up to a minute. */
-export function retryDelay(baseMs: number, n: number): number {
-  return Math.min(MAX_RETRY_DELAY_MS, baseMs * 2 ** Math.max(0, n - 1));
-}
-
-/** What a checkpoint save may write besides the checkpoint and status. */
-export type SaveExtras = Omit<
-  SaveCheckpointRequest,
-  'fence' | 'checkpoint' | 'storedMessages' | 'status' | 'renewLease'
->;
-
 /**
  * Drives one run this process has claimed, step by step, from its checkpoint: call the model, make
  * its response durable with minted call ids before anything is reserved, settle the calls, tell the
@@ -113,7 +63,7 @@ export type SaveExtras = Omit<
  * Every write is fenced by the lease epoch and the checkpoint version; a fenced-out write, a lost
  * lease or a cancel makes the driver stand down without side effects of its own.
  */
-export class RunDriver {
+export class RunDriver implements ModelStepDriver {
   readonly ledger: Ledger;
   readonly agent: Agent;
   readonly owner: string;
@@ -121,7 +71,8 @@ export class RunDriver {
   readonly retryBaseMs: number;
   readonly onModelResponse: DriverOptions['onModelResponse'];
   readonly #handingOff: () => boolean;
-  readonly #deltas: DeltaBus | undefined;
+  /** Where a streaming agent's deltas go in this process. */
+  readonly deltas: DeltaBus | undefined;
   /** Model calls this drive streamed (each retry a new one): names each stream's deltas. */
   #streams = 0;
   readonly tools: ReadonlyMap<string, Tool>;
@@ -138,7 +89,7 @@ export class RunDriver {
    * reserves its calls (`saveResponse`), or with whatever checkpoint comes next, so a step costs two
    * commits. Nothing of it is reserved before it is durable.
    */
-  #unsaved: { readonly events: readonly RunEventInput[]; readonly usage: RunUsage } | undefined;
+  #unsaved: UnsavedResponse | undefined;
   /** The run's usage as saved (each save of a response adds its own). */
   #usage: RunUsage;
   /** The prompt tokens of the last model call saved: the next call's prompt is at least as long. */
@@ -146,7 +97,7 @@ export class RunDriver {
   /** Model outages in a row as this drive knows them: the claim's count, 0 once the model answers. */
   #modelOutages: number;
   /** The conversation as converted for the model: each step converts only what it added. */
-  readonly #prompt = new ModelPrompt({ wellFormed: isBuiltHere });
+  readonly prompt = new ModelPrompt({ wellFormed: isBuiltHere });
   #traceContext: Context = ROOT_CONTEXT;
 
   constructor(options: DriverOptions, run: RunRecord) {
@@ -157,7 +108,7 @@ export class RunDriver {
     this.retryBaseMs = options.retryBaseMs ?? DEFAULT_RETRY_BASE_MS;
     this.onModelResponse = options.onModelResponse;
     this.#handingOff = options.handingOff ?? (() => false);
-    this.#deltas = options.deltas;
+    this.deltas = options.deltas;
     this.tools = new Map(options.agent.tools.map((t) => [t.name, t]));
     this.run = run;
     this.#checkpoint = run.checkpoint;
@@ -191,6 +142,34 @@ export class RunDriver {
    */
   get traceContext(): Context {
     return this.#traceContext;
+  }
+
+  /** The run's usage as saved. */
+  get usage(): RunUsage {
+    return this.#usage;
+  }
+
+  get lastInputTokens(): number {
+    return this.#lastInputTokens;
+  }
+
+  get modelOutages(): number {
+    return this.#modelOutages;
+  }
+
+  /** Counts a model call this drive streams, and answers its number. */
+  nextStream(): number {
+    return ++this.#streams;
+  }
+
+  /**
+   * Takes in the model's response of a step with calls to make: held in the checkpoint, unsaved
+   * (see `#unsaved`), its calls minted by this drive just now.
+   */
+  holdResponse(checkpoint: Checkpoint, unsaved: UnsavedResponse): void {
+    this.#checkpoint = checkpoint;
+    this.#unsaved = unsaved;
+    this.#fresh = true;
   }
 
   /** Drives until the run waits, ends or is lost. Stops the lease on the way out. */
@@ -245,7 +224,7 @@ export class RunDriver {
         if (this.#unsaved === undefined && this.#handingOff()) {
           return await this.release(undefined, 'shutdown', 0, HANDED_OFF);
         }
-        const end = this.#checkpoint.pending === null ? await this.modelStep() : await settleStep(this);
+        const end = this.#checkpoint.pending === null ? await modelStep(this) : await settleStep(this);
         if (end !== undefined) return end;
       }
     } catch (error) {
@@ -449,237 +428,8 @@ export class RunDriver {
     }
     return { kind: 'released', reason, delayMs };
   }
-
-  /** A transient model failure: wait it out with backoff, up to the agent's budget, then fail. */
-  private async modelOutage(checkpoint: Checkpoint, info: ErrorInfo): Promise<DriveEnd> {
-    const outages = this.#modelOutages + 1;
-    const budget = this.agent.modelOutageRetries;
-    if (outages > budget) {
-      const reason =
-        `the model was unavailable ${outages} times in a row (the agent waits out ${budget}); ` +
-        `the last time: ${info.message}. Once the provider is back, \`oncely runs retry ${this.run.runId} --reason "..."\` ` +
-        'carries on from the last checkpoint';
-      return this.end(undefined, checkpoint, 'failed', {
-        error: { code: info.code, message: reason },
-        reason,
-      });
-    }
-    const delayMs = retryDelay(this.retryBaseMs, outages);
-    const reason =
-      `the model is unavailable (${outages} of ${budget} waits): ${info.message}; ` +
-      `trying the step again in ${inSeconds(delayMs)}`;
-    return this.release(undefined, 'model_outage', delayMs, reason, info);
-  }
-
-  private tellModelResponse(turn: ModelTurn): void {
-    try {
-      this.onModelResponse?.({
-        tenantId: this.run.tenantId,
-        runId: this.run.runId,
-        agent: this.agent.name,
-        provider: this.agent.model.provider,
-        modelId: turn.modelId,
-        usage: turn.usage ?? null,
-      });
-    } catch {
-      // An observer's failure is not the run's.
-    }
-  }
-
-  /**
-   * The model call of a step, in a span named and labelled as OpenTelemetry's GenAI conventions say
-   * (`chat <model>`, the provider, the models asked and answering, token usage, finish reason).
-   */
-  #callModel(step: number, messages: Checkpoint['messages']): Promise<ModelTurn> {
-    const model = this.agent.model;
-    return inSpan(
-      `chat ${model.modelId}`,
-      {
-        kind: SpanKind.CLIENT,
-        parent: this.#traceContext,
-        attributes: () => ({
-          'gen_ai.operation.name': 'chat',
-          'gen_ai.provider.name': model.provider,
-          'gen_ai.request.model': model.modelId,
-          'oncely.run.id': this.run.runId,
-          'oncely.run.step': step,
-        }),
-      },
-      async (span) => {
-        const publisher = this.#deltaPublisher(step);
-        let turn: ModelTurn;
-        try {
-          turn = await callModel({
-            model,
-            system: this.agent.instructions,
-            messages: asModelMessages(messages),
-            tools: this.agent.tools,
-            signal: this.lease.signal,
-            timeoutMs: this.agent.modelTimeoutMs,
-            prompt: this.#prompt,
-            clock: this.ledger.clock,
-            ...(publisher === undefined ? {} : { onDelta: (delta) => publisher.add(delta) }),
-          });
-        } finally {
-          await publisher?.close();
-        }
-        if (span.isRecording()) {
-          span.setAttributes({
-            ...definedAttributes({
-              'gen_ai.response.model': turn.modelId,
-              'gen_ai.usage.input_tokens': turn.usage?.inputTokens,
-              'gen_ai.usage.output_tokens': turn.usage?.outputTokens,
-            }),
-            'gen_ai.response.finish_reasons': [turn.finishReason],
-            'oncely.model.tool_calls': turn.toolCalls.length,
-          });
-        }
-        return turn;
-      },
-    );
-  }
-
-  /**
-   * Where a streaming agent's deltas of this step go (each try of the call a stream of its own, so a
-   * client sees the model asked again). Undefined for an agent that does not stream.
-   */
-  #deltaPublisher(step: number): DeltaPublisher | undefined {
-    if (!this.agent.stream) return undefined;
-    const wakeups = this.ledger.store.wakeups;
-    return new DeltaPublisher(
-      this.#deltas,
-      wakeups?.publishDeltas?.bind(wakeups),
-      { tenantId: this.run.tenantId, runId: this.run.runId, step, epoch: this.lease.epoch },
-      () => ++this.#streams,
-      this.ledger.clock,
-    );
-  }
-
-  /**
-   * Why the next model call may not be made: the run's tokens and the least that call adds (its
-   * prompt is at least as long as the last one's: a conversation only grows) reach its budget.
-   */
-  #overBudget(): OncelyError | undefined {
-    const budget = this.run.tokenBudget;
-    if (budget === null) return undefined;
-    const used = this.#usage.totalTokens;
-    const next = this.#lastInputTokens;
-    if (used + next < budget) return undefined;
-    return new OncelyError(
-      'RUN_BUDGET_EXCEEDED',
-      `run ${this.run.runId} has spent ${used} of its ${budget} tokens, and its next model call would ` +
-        `send at least ${next} more (the last call's prompt), passing the budget; the call was not made`,
-      { details: { runId: this.run.runId, budget, used, nextAtLeast: next } },
-    );
-  }
-
-  /**
-   * The conversation with the correction the model is owed, if any (a call it was told did not take
-   * effect, whose effect then landed): saved with whatever this step saves next.
-   */
-  async #corrected(checkpoint: Checkpoint): Promise<Checkpoint> {
-    const { tenantId, runId } = this.run;
-    const correction = await correctionOwed(this.ledger, tenantId, runId, checkpoint.messages);
-    return correction === undefined
-      ? checkpoint
-      : { ...checkpoint, messages: [...checkpoint.messages, correction] };
-  }
-
-  /**
-   * One model call, with minted call ids; it is made durable in the transaction that reserves its
-   * calls, so never after any of them is reserved.
-   */
-  private async modelStep(): Promise<DriveEnd | undefined> {
-    const checkpoint = await this.#corrected(this.#checkpoint);
-    const turnSteps = checkpoint.step - this.run.turnStep;
-    if (turnSteps >= this.agent.maxSteps) {
-      const error = new OncelyError(
-        'RUN_MAX_STEPS',
-        `agent "${this.agent.name}" made ${turnSteps} model calls without a final answer` +
-          `${this.run.turn > 1 ? ` in turn ${this.run.turn}` : ''}, its max_steps; ` +
-          'raise max_steps or change its instructions',
-      );
-      return this.end(undefined, checkpoint, 'failed', { error: error.toJSON(), reason: error.message });
-    }
-    const overBudget = this.#overBudget();
-    if (overBudget !== undefined) {
-      return this.end(undefined, checkpoint, 'failed', {
-        error: overBudget.toJSON(),
-        reason: overBudget.message,
-      });
-    }
-    await crashPoint('model.before-call');
-    let turn: ModelTurn;
-    try {
-      turn = await this.#callModel(checkpoint.step + 1, checkpoint.messages);
-    } catch (error) {
-      if (this.lease.lost) return this.standDown();
-      const info = errorInfo(error);
-      if (isTransientModelFailure(error)) return this.modelOutage(checkpoint, info);
-      return this.end(undefined, checkpoint, 'failed', { error: info, reason: info.message });
-    }
-    await crashPoint('model.after-call');
-    this.tellModelResponse(turn);
-    const { message, calls } = recordTurn(turn);
-    const usage = responseUsage(turn.usage);
-    const step = checkpoint.step + 1;
-    const messages = [...checkpoint.messages, message];
-    const response = {
-      type: 'model.response',
-      data: {
-        step,
-        text: turn.text,
-        calls: calls.map((c) => ({ toolCallId: c.toolCallId, toolName: c.toolName })),
-        model: { provider: this.agent.model.provider, id: turn.modelId },
-        usage: turn.usage === undefined ? null : { ...turn.usage },
-      },
-    };
-    if (calls.length === 0) {
-      return this.end(undefined, { messages, step, pending: null }, 'completed', {
-        result: { text: turn.text },
-        events: [response],
-        modelAnswered: true,
-        usage,
-      });
-    }
-    // Saved with the reservation of its calls (or the next checkpoint), not on its own.
-    this.#checkpoint = { messages, step, pending: { calls } };
-    this.#unsaved = { events: [response], usage };
-    this.#fresh = true;
-    return undefined;
-  }
-}
-
-/** What a drive came to, as attributes of its span. */
-function driveEndAttributes(end: DriveEnd): Attributes {
-  switch (end.kind) {
-    case 'ended':
-      return definedAttributes({
-        'oncely.drive.end': 'ended',
-        'oncely.run.status': end.status,
-        'error.type': end.error?.code,
-        'oncely.reason': end.reason,
-      });
-    case 'released':
-      return { 'oncely.drive.end': 'released', 'oncely.reason': end.reason };
-    case 'stood_down':
-      return { 'oncely.drive.end': 'stood_down', 'oncely.reason': end.reason };
-  }
 }
 
 function statusEvent(status: CheckpointStatus, extras: SaveExtras): RunEventInput {
   return { type: 'run.status', data: { status, reason: extras.reason ?? null } };
-}
-
-/** A response's usage as the run counts it (what the provider did not report counts 0). */
-function responseUsage(usage: ModelTurn['usage']): RunUsage {
-  const inputTokens = usage?.inputTokens ?? 0;
-  const outputTokens = usage?.outputTokens ?? 0;
-  return {
-    inputTokens,
-    outputTokens,
-    reasoningTokens: usage?.reasoningTokens ?? 0,
-    cachedInputTokens: usage?.cachedInputTokens ?? 0,
-    totalTokens: usage?.totalTokens ?? inputTokens + outputTokens,
-  };
 }

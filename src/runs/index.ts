@@ -1,13 +1,8 @@
-export {
-  Runtime,
-  openRuntime,
-  DEFAULT_LEASE_MS,
-  type RuntimeOptions,
-  type StartRunRequest,
-  type RecoveredRun,
-  type SendMessage,
-  type SentMessage,
-} from './runtime.js';
+export { Runtime, openRuntime } from './runtime.js';
+export { DEFAULT_LEASE_MS, type RuntimeOptions } from './runtime-options.js';
+export type { StartRunRequest } from './runtime-start.js';
+export type { RecoveredRun } from './runtime-drives.js';
+export type { SendMessage, SentMessage } from './runtime-send.js';
 export {
   uiMessages,
   userMessage,
@@ -16,7 +11,8 @@ export {
   type UiPart,
   type UserContent,
 } from './conversation.js';
-export { HANDED_OFF, type DriveEnd, type ModelResponseInfo } from './driver.js';
+export { HANDED_OFF, type DriveEnd } from './drive-end.js';
+export type { ModelResponseInfo } from './model-step.js';
 export type { ApprovalDecision } from './decisions.js';
 export { blockersOf, resumeIfReady, type Blockers } from './resume.js';
 export { NOTES as HEARD_NOTES } from './heard.js';

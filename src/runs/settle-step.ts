@@ -2,36 +2,27 @@ import {
   afterWrite,
   executedOutcome,
   executedTransition,
-  inToolSlots,
-  proceedCall,
   reconcileHookOf,
-  recordOutcome,
-  recordPlanOf,
-  recordWave,
   type CallProgress,
-  type PreparedCall,
-  type Reserve,
   type ToolCallOutcome,
 } from '../calls/index.js';
-import { crashPoint, unsafeSwitch } from '../crash/index.js';
-import { OncelyError, errorInfo } from '../errors/index.js';
+import { crashPoint } from '../crash/index.js';
+import { OncelyError } from '../errors/index.js';
 import type { ToolExecutionRecord } from '../ledger/index.js';
 import type { Checkpoint, CheckpointStatus, HeardResult, PendingCall } from '../run-state/index.js';
 import {
   foreseenRecord,
   type NewApproval,
-  type ReserveResult,
   type RunEventInput,
   type StoreTx,
   type TransitionResult,
 } from '../store/index.js';
-import { inSeconds, type DriveEnd, type RunDriver, type SaveExtras } from './driver.js';
+import { inSeconds, type DriveEnd } from './drive-end.js';
+import { executeStep, recordInHand } from './execute-step.js';
 import { heardOf, heardOfRecorded, toldFromHistory } from './heard.js';
 import { toolMessage } from './messages.js';
 import { planStep, type StepPlan } from './plan-step.js';
-
-/** A test-only switch (`ONCELY_UNSAFE_TEST_SWITCHES`): a fenced-out reservation goes ahead unfenced. */
-const IGNORE_LOST_LEASE = unsafeSwitch('ignore-lost-lease');
+import type { SaveExtras, StepDriver } from './step-driver.js';
 
 /** Passes over one step: the second and third only ask reconcile hooks about calls just found unknown. */
 const MAX_PASSES = 3;
@@ -44,7 +35,7 @@ type Executed = Extract<CallProgress, { kind: 'executed' }>;
  * allows, then records every outcome and the next checkpoint in one transaction. Returns the end of
  * the drive when the run waits or ends, or undefined when the model is to be called next.
  */
-export async function settleStep(driver: RunDriver): Promise<DriveEnd | undefined> {
+export async function settleStep(driver: StepDriver): Promise<DriveEnd | undefined> {
   for (let pass = 1; ; pass++) {
     const pending = driver.checkpoint.pending;
     if (pending === null) return undefined;
@@ -58,139 +49,10 @@ export async function settleStep(driver: RunDriver): Promise<DriveEnd | undefine
       },
       pending.calls,
     );
-    const progress = await execute(driver, plan);
+    const progress = await executeStep(driver, plan);
     const next = await commit(driver, pending.calls, plan, progress, pass < MAX_PASSES);
     if (next !== 'again') return next;
   }
-}
-
-async function execute(driver: RunDriver, plan: StepPlan): Promise<Map<string, CallProgress>> {
-  const progress = new Map<string, CallProgress>();
-  if (plan.ready.length === 0) return progress;
-  const fenced = fencedReserve(driver);
-  const reserve: Reserve = (requests) => fenced(requests, []);
-  let failure: PromiseRejectedResult | undefined;
-  let ran = 0;
-  // Calls of a tool with a cluster-wide limit wait for a slot before they are reserved (in waves).
-  const slotted = inToolSlots(driver.ledger, plan.ready, driver.lease.signal, async (wave) => {
-    const answers = new Map<PreparedCall, CallProgress | 'not-run' | undefined>();
-    if (failure !== undefined) {
-      for (const call of wave) answers.set(call, 'not-run');
-      return answers;
-    }
-    const ids = new Set(wave.map((c) => c.request.toolCallId));
-    const reservations = await fenced(
-      wave.map((c) => c.request),
-      plan.consume.filter((c) => ids.has(c.request.toolCallId)),
-    );
-    const settled: PromiseSettledResult<CallProgress>[] = await Promise.allSettled(
-      wave.map((call, i) =>
-        proceedCall(driver.ledger, call, reservations[i], {
-          signal: driver.lease.signal,
-          fencingToken: driver.lease.epoch,
-          caller: 'run',
-          reserve,
-          traceContext: driver.traceContext,
-        }),
-      ),
-    );
-    // A later wave may wait for a slot: this wave's outcomes are recorded now, not with the step.
-    ran += wave.length;
-    if (ran < plan.ready.length) await recordWave(driver.ledger, settled);
-    // Every call of the wave has finished; only then may one call's error end the step.
-    wave.forEach((call, i) => {
-      const s = settled[i];
-      if (s?.status === 'fulfilled') {
-        progress.set(call.request.toolCallId, s.value);
-        answers.set(call, s.value);
-      } else if (s !== undefined) {
-        failure ??= s;
-        answers.set(call, undefined);
-      }
-    });
-    return answers;
-  });
-  // Waiting for a slot may end the step (the lease lost, a store error) after earlier waves ran.
-  const stopped = await slotted.then(
-    () => failure,
-    (error: unknown) => ({ reason: error }),
-  );
-  if (stopped !== undefined) {
-    // The step cannot go on, but the outcomes in hand are the truth: left `started`, a call that
-    // completed would look unknown to whoever replays the step.
-    await recordInHand(driver, progress);
-    throw stopped.reason;
-  }
-  return progress;
-}
-
-/** Records the outcomes of the calls executed in this pass on their own, without a checkpoint. */
-async function recordInHand(driver: RunDriver, progress: Map<string, CallProgress>): Promise<void> {
-  for (const p of progress.values()) {
-    if (p.kind !== 'executed') continue;
-    try {
-      await recordOutcome(recordPlanOf(driver.ledger, p), p.attempt);
-    } catch (error) {
-      // Still `started`: recovery asks the reconcile hook, or an operator settles it.
-      process.emitWarning(
-        `oncely: could not record the outcome of ${p.record.idempotencyKey}: ${errorInfo(error).message}`,
-      );
-    }
-  }
-}
-
-/**
- * Reserves under the run's lease: the lease is renewed (and so checked, and locked against a claim)
- * in the same write, and approved calls consume their approval there, so an approval is used by
- * exactly one reservation. A step's first reservation saves the model's response first, in the same
- * write: one statement on PostgreSQL when nothing is consumed and every call is new.
- */
-function fencedReserve(driver: RunDriver) {
-  const { ledger, run, lease } = driver;
-  return async (
-    requests: readonly PreparedCall['request'][],
-    consume: readonly PreparedCall[],
-  ): Promise<ReserveResult[]> => {
-    // A driver that knows its lease is gone (it froze past it) reserves nothing, even if nobody has
-    // claimed the run yet: the database would still renew an unexpired lease, never an expired one.
-    if (lease.lost) throw leaseLost(run.runId, lease.epoch);
-    const response = driver.responseSave();
-    if (response !== undefined) await crashPoint('checkpoint.before-commit');
-    if (
-      response !== undefined &&
-      consume.length === 0 &&
-      requests.every((r) => r.reopenVersion === undefined)
-    ) {
-      const step = await ledger.store.reserveStep({
-        save: response,
-        reservations: requests,
-        actor: ledger.actor,
-      });
-      if (driver.responseSaved(response, step?.version)) return step!.reservations;
-      if (!IGNORE_LOST_LEASE) throw leaseLost(run.runId, lease.epoch);
-      return ledger.store.ledger.reserve(requests, ledger.actor);
-    }
-    return ledger.store.transaction(async (tx) => {
-      const held =
-        response === undefined
-          ? await tx.runs.renewLease(
-              { tenantId: run.tenantId, runId: run.runId, leaseEpoch: lease.epoch },
-              driver.owner,
-              driver.leaseMs,
-            )
-          : driver.responseSaved(response, await tx.runs.saveCheckpoint(response));
-      if (!held && !IGNORE_LOST_LEASE) throw leaseLost(run.runId, lease.epoch);
-      for (const call of consume) {
-        const used = await tx.runs.consumeApproval(
-          run.tenantId,
-          call.request.idempotencyKey,
-          call.request.argsDigest,
-        );
-        if (!used) throw new Error(`the approval of ${call.request.idempotencyKey} could not be consumed`);
-      }
-      return tx.ledger.reserve(requests, ledger.actor);
-    });
-  };
 }
 
 interface Told {
@@ -214,7 +76,7 @@ interface Told {
  * written, in a transaction.
  */
 async function commit(
-  driver: RunDriver,
+  driver: StepDriver,
   calls: readonly PendingCall[],
   planned: StepPlan,
   progress: Map<string, CallProgress>,
@@ -279,7 +141,7 @@ async function commit(
  * only for those calls. Every other outcome is told from its record alone.
  */
 async function withRecordedReasons(
-  driver: RunDriver,
+  driver: StepDriver,
   plan: StepPlan,
   progress: Map<string, CallProgress>,
 ): Promise<StepPlan> {
@@ -299,7 +161,7 @@ async function withRecordedReasons(
  * to is still the truth, so each outcome in hand is recorded on its own before the drive stands down.
  */
 async function recordOrHand<T>(
-  driver: RunDriver,
+  driver: StepDriver,
   inHand: Map<string, CallProgress>,
   write: () => Promise<T>,
 ): Promise<T> {
@@ -325,7 +187,7 @@ function outcomesOf(
 }
 
 function tell(
-  driver: RunDriver,
+  driver: StepDriver,
   calls: readonly PendingCall[],
   plan: StepPlan,
   progress: Map<string, CallProgress>,
@@ -383,7 +245,7 @@ interface StepWrite {
   readonly approvals: readonly NewApproval[];
 }
 
-function decide(driver: RunDriver, told: Told, plan: StepPlan, mayPassAgain: boolean): StepWrite {
+function decide(driver: StepDriver, told: Told, plan: StepPlan, mayPassAgain: boolean): StepWrite {
   const checkpoint = driver.checkpoint;
   const waiting: Checkpoint = { ...checkpoint, pending: { calls: told.calls } };
   const extras = { events: told.events };
@@ -427,7 +289,7 @@ function decide(driver: RunDriver, told: Told, plan: StepPlan, mayPassAgain: boo
 }
 
 function ending(
-  driver: RunDriver,
+  driver: StepDriver,
   checkpoint: Checkpoint,
   status: Exclude<CheckpointStatus, 'running'>,
   extras: SaveExtras,
@@ -439,7 +301,7 @@ function ending(
 
 /** Writes the step's decision inside `tx`: the checkpoint, then the release or approvals with it. */
 async function applyIn(
-  driver: RunDriver,
+  driver: StepDriver,
   tx: StoreTx,
   write: StepWrite,
 ): Promise<DriveEnd | undefined | 'again'> {
@@ -463,7 +325,7 @@ function approvalEvents(plan: StepPlan): RunEventInput[] {
   }));
 }
 
-function failUnknown(driver: RunDriver, checkpoint: Checkpoint, told: Told): StepWrite {
+function failUnknown(driver: StepDriver, checkpoint: Checkpoint, told: Told): StepWrite {
   const error = new OncelyError('RUN_CALL_UNKNOWN', unknownReason(driver, told.unknown), {
     details: { keys: told.unknown.map((c) => `${driver.run.runId}:${c.toolCallId}`) },
   });
@@ -475,19 +337,12 @@ function failUnknown(driver: RunDriver, checkpoint: Checkpoint, told: Told): Ste
 }
 
 /** Names each unknown call and how to settle it. */
-function unknownReason(driver: RunDriver, unknown: readonly PendingCall[]): string {
+function unknownReason(driver: StepDriver, unknown: readonly PendingCall[]): string {
   const keys = unknown.map((c) => `${driver.run.runId}:${c.toolCallId} (${c.toolName})`);
   const first = `${driver.run.runId}:${unknown[0]?.toolCallId ?? ''}`;
   return (
     `the outcome of tool call ${keys.join(', ')} is unknown: it may or may not have taken effect. ` +
     `Check the downstream system, then settle it with \`oncely executions resolve ${first} ` +
     '--status completed|failed --reason "..."` (or the tool\'s reconcile hook)'
-  );
-}
-
-function leaseLost(runId: string, epoch: number): OncelyError {
-  return new OncelyError(
-    'RUN_LEASE_LOST',
-    `lost the lease on run ${runId} (epoch ${epoch}) before reserving`,
   );
 }

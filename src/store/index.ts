@@ -1,7 +1,5 @@
+export type { Store, StoreTx, StoreDialect, SchemaState, MigrationReport } from './store.js';
 export type {
-  Store,
-  StoreTx,
-  StoreDialect,
   LedgerStore,
   ReserveRequest,
   ReserveResult,
@@ -10,9 +8,7 @@ export type {
   NoteRequest,
   ListFilter,
   ListCursor,
-  SchemaState,
-  MigrationReport,
-} from './store.js';
+} from './ledger-store.js';
 export {
   openStore,
   connectStore,

@@ -7,7 +7,7 @@ import {
   isUnknownSet,
   transitionColumns,
 } from './rows.js';
-import type { ListFilter, ReserveRequest, TransitionRequest } from './store.js';
+import type { ListFilter, ReserveRequest, TransitionRequest } from './ledger-store.js';
 
 /*
  * The ledger's SQL, both dialects side by side: each operation's PostgreSQL statement (one statement

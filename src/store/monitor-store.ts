@@ -1,6 +1,6 @@
 import type { LedgerStatus, ToolExecutionRecord } from '../ledger/index.js';
 import type { RunStatus } from '../run-state/index.js';
-import type { ListCursor } from './store.js';
+import type { ListCursor } from './ledger-store.js';
 
 export interface UnknownCallFilter {
   readonly runId?: string;

@@ -1,5 +1,6 @@
 import type { Redis, RedisOptions } from 'ioredis';
-import type { Store, StoreTx, TransitionRequest, TransitionResult } from './store.js';
+import type { TransitionRequest, TransitionResult } from './ledger-store.js';
+import type { Store, StoreTx } from './store.js';
 import type { ToolSlotStore } from './tool-slot-store.js';
 import { isWriteMethod } from './write-methods.js';
 import {

@@ -1,4 +1,4 @@
-import type { TransitionRequest } from './store.js';
+import type { TransitionRequest } from './ledger-store.js';
 import { OncelyError } from '../errors/index.js';
 import { UNKNOWN_STATUSES, assertTransition, contradicts, settles } from '../ledger/index.js';
 import type {

@@ -1,6 +1,12 @@
 import type { Actor } from '../ledger/index.js';
-import type { SaveCheckpointRequest } from './run-store.js';
-import type { ReserveRequest, ReserveResult, StoreTx, TransitionRequest, TransitionResult } from './store.js';
+import type { RunStore, SaveCheckpointRequest } from './run-store.js';
+import type {
+  LedgerStore,
+  ReserveRequest,
+  ReserveResult,
+  TransitionRequest,
+  TransitionResult,
+} from './ledger-store.js';
 
 /*
  * The two writes of a run-loop step, each one atomic write: one statement on PostgreSQL (a round trip
@@ -38,8 +44,17 @@ export interface RecordStepResult {
   readonly version: number | undefined | null;
 }
 
+/**
+ * The parts of a transaction a step's write goes through (a `StoreTx` is one); named here so this
+ * module does not import the `Store` that names its writes.
+ */
+export interface StepParts {
+  readonly ledger: LedgerStore;
+  readonly runs: RunStore;
+}
+
 /** `reserveStep` as one transaction of the parts' own methods. */
-export async function reserveStepIn(tx: StoreTx, request: ReserveStepRequest): Promise<ReserveStepResult> {
+export async function reserveStepIn(tx: StepParts, request: ReserveStepRequest): Promise<ReserveStepResult> {
   assertNew(request.reservations);
   const version = await tx.runs.saveCheckpoint(request.save);
   if (version === undefined) return undefined;
@@ -47,7 +62,7 @@ export async function reserveStepIn(tx: StoreTx, request: ReserveStepRequest): P
 }
 
 /** `recordStep` as one transaction of the parts' own methods. */
-export async function recordStepIn(tx: StoreTx, request: RecordStepRequest): Promise<RecordStepResult> {
+export async function recordStepIn(tx: StepParts, request: RecordStepRequest): Promise<RecordStepResult> {
   const results = await tx.ledger.transitions(request.transitions);
   if (!results.every((r) => r.applied)) return { results, version: null };
   return { results, version: await tx.runs.saveCheckpoint(request.save) };

@@ -4,17 +4,8 @@ import type {
   ReserveStepRequest,
   ReserveStepResult,
 } from './step-writes.js';
-import type {
-  Actor,
-  EffectKind,
-  ErrorInfo,
-  JsonValue,
-  LedgerEvent,
-  LedgerStatus,
-  ToolExecutionRecord,
-  TransitionVia,
-} from '../ledger/index.js';
 import type { ApiKeyStore } from './api-key-store.js';
+import type { LedgerStore } from './ledger-store.js';
 import type { LoopStepStore } from './loop-step-store.js';
 import type { WorkerStore } from './worker-store.js';
 import type { ToolSlotStore } from './tool-slot-store.js';
@@ -22,124 +13,6 @@ import type { Wakeups } from './wakeups.js';
 import type { MonitorStore } from './monitor-store.js';
 import type { RunStore } from './run-store.js';
 import type { WorkflowStore } from './workflow-store.js';
-
-/** One call to reserve. All requests of one `reserve` belong to one tenant and have distinct keys. */
-export interface ReserveRequest {
-  readonly tenantId: string;
-  readonly idempotencyKey: string;
-  readonly runId: string;
-  readonly toolCallId: string;
-  readonly toolName: string;
-  readonly effect: EffectKind;
-  readonly args: JsonValue;
-  readonly argsDigest: string;
-  readonly compensationOf: string | null;
-  /** How long the attempt may run, all its tries included; kept on the record (see `attemptMayLand`). */
-  readonly attemptTimeoutMs: number;
-  /**
-   * Re-open this `failed` record (the decision table said `reopen`), compare-and-set on the version
-   * the caller saw. Without it an existing record is never taken over: it comes back `existing`.
-   */
-  readonly reopenVersion?: number;
-}
-
-/**
- * `reserved`: this caller now holds the call (a new record, or a re-opening of a `failed` one at the
- * version it saw) and may run the tool. `existing`: a record stands; the caller reads its status and
- * digest, asks the decision table, and must not run the tool.
- */
-export type ReserveResult =
-  | { readonly kind: 'reserved'; readonly record: ToolExecutionRecord }
-  | { readonly kind: 'existing'; readonly record: ToolExecutionRecord };
-
-/** A compare-and-set move of one record along an edge of the transition table. */
-export interface TransitionRequest {
-  readonly tenantId: string;
-  readonly idempotencyKey: string;
-  readonly via: Exclude<TransitionVia, 'reserve'>;
-  readonly to: LedgerStatus;
-  /** The status and version the caller saw; the move happens only if both still hold. */
-  readonly expect: { readonly status: LedgerStatus; readonly version: number };
-  readonly actor: Actor;
-  readonly reason: string | null;
-  /** Set on `completed`; left untouched otherwise. */
-  readonly result?: JsonValue | null;
-  readonly resultReference?: string | null;
-  /** Set on `failed` (what went wrong); cleared by nothing but a re-reservation. */
-  readonly error?: ErrorInfo | null;
-  readonly detail?: JsonValue | null;
-  /**
-   * When the compare-and-set loses, append the attempt to the history: as `conflict` when it
-   * contradicts the record as it stands (`contradicts`), which also marks the record, else `ignored`.
-   */
-  readonly recordIgnored: boolean;
-  /** The attempt this outcome or answer is about (default the expected record's); the history names it. */
-  readonly attempt?: number;
-  /**
-   * The tool's downstream honours the idempotency key (`downstreamAcceptsKey`), so an earlier
-   * attempt's effect and a later one's are one effect; default false (two effects: a conflict).
-   */
-  readonly keyed?: boolean;
-}
-
-export type TransitionResult =
-  | { readonly applied: true; readonly record: ToolExecutionRecord }
-  | {
-      readonly applied: false;
-      readonly record: ToolExecutionRecord | undefined;
-      /** The lost outcome contradicted the record and was recorded as a `conflict`. */
-      readonly conflict?: boolean;
-    };
-
-export interface NoteRequest {
-  readonly tenantId: string;
-  readonly idempotencyKey: string;
-  readonly actor: Actor;
-  readonly reason: string;
-  readonly detail?: JsonValue | null;
-}
-
-export interface ListCursor {
-  readonly at: string;
-  readonly key: string;
-}
-
-export interface ListFilter {
-  readonly statuses?: readonly LedgerStatus[];
-  readonly runId?: string;
-  readonly toolName?: string;
-  /** Only records a real outcome contradicted (`conflictAt` set). */
-  readonly conflict?: boolean;
-  readonly limit: number;
-  /** Records strictly after this position in (attemptStartedAt, idempotencyKey) order. */
-  readonly after?: ListCursor;
-}
-
-/** A record's key, with its tenant. */
-export interface LedgerKey {
-  readonly tenantId: string;
-  readonly idempotencyKey: string;
-}
-
-/** The ledger's storage operations. Every write is one atomic statement or one transaction. */
-export interface LedgerStore {
-  /** Reserves every request atomically: of any number of concurrent reservers, one wins each key. */
-  reserve(requests: readonly ReserveRequest[], actor: Actor): Promise<ReserveResult[]>;
-  transition(request: TransitionRequest): Promise<TransitionResult>;
-  /**
-   * Several transitions, each its own compare-and-set exactly as `transition` would make it, in one
-   * atomic write (one statement on PostgreSQL when every one applies): the outcomes of a step. The
-   * results are in the requests' order. Keys must differ.
-   */
-  transitions(requests: readonly TransitionRequest[]): Promise<TransitionResult[]>;
-  note(request: NoteRequest): Promise<void>;
-  get(tenantId: string, idempotencyKey: string): Promise<ToolExecutionRecord | undefined>;
-  /** The records of these keys, of any tenants, that exist (in no particular order): one read. */
-  getMany(keys: readonly LedgerKey[]): Promise<ToolExecutionRecord[]>;
-  history(tenantId: string, idempotencyKey: string): Promise<LedgerEvent[]>;
-  /** A tenant's records in (attemptStartedAt, key) order: with the unknown statuses, longest waiting first. */
-  list(tenantId: string, filter: ListFilter): Promise<ToolExecutionRecord[]>;
-}
 
 export type SchemaState =
   | { readonly state: 'current'; readonly version: number }

@@ -4,7 +4,7 @@ import type { RunStore } from './run-store.js';
 import type { LoopStepStore } from './loop-step-store.js';
 import type { WorkerStore } from './worker-store.js';
 import type { ToolSlotStore } from './tool-slot-store.js';
-import type { LedgerStore } from './store.js';
+import type { LedgerStore } from './ledger-store.js';
 import type { WorkflowStore } from './workflow-store.js';
 
 /**

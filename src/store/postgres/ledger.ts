@@ -21,7 +21,7 @@ import type {
   ReserveResult,
   TransitionRequest,
   TransitionResult,
-} from '../store.js';
+} from '../ledger-store.js';
 
 import {
   EVENT_ON_CURRENT,

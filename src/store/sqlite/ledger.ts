@@ -21,7 +21,7 @@ import type {
   ReserveResult,
   TransitionRequest,
   TransitionResult,
-} from '../store.js';
+} from '../ledger-store.js';
 import { isoNow, type Clock } from '../../util/clock.js';
 import { settle } from './settle.js';
 import {
