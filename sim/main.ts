@@ -1,10 +1,10 @@
 import { createHash } from 'node:crypto';
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Command, InvalidArgumentError } from 'commander';
 import fc from 'fast-check';
-import { schedulePlan, type SchedulePlan } from './plan.js';
+import { schedulePlan, withDefaults, type SchedulePlan } from './plan.js';
 import { freshLedger, makeTemplate, Schedule, type ScheduleResult } from './schedule.js';
 
 /*
@@ -25,6 +25,8 @@ interface Options {
   verbose?: boolean;
   dump?: string;
   firstFailure?: boolean;
+  saveFailure?: string;
+  plan?: string;
 }
 
 const int =
@@ -54,7 +56,12 @@ const program = new Command('sim')
   .option('--json', 'print the summary as one JSON line')
   .option('--verbose', 'print each schedule as it ends')
   .option('--dump <dir>', "write each schedule's timeline to DIR/s<N>.txt (to compare two runs)")
-  .option('--first-failure', 'stop at the first violation without shrinking it (for sim:mutants)');
+  .option('--first-failure', 'stop at the first violation without shrinking it (for sim:mutants)')
+  .option('--save-failure <file>', 'write the first failing schedule, as JSON, to this file')
+  .option(
+    '--plan <file>',
+    'run one schedule from a JSON file (a printed shrunk schedule, an entry of sim/regressions.json)',
+  );
 
 async function main(): Promise<number> {
   const options = program.parse(process.argv).opts<Options>();
@@ -70,6 +77,7 @@ async function main(): Promise<number> {
   const dir = mkdtempSync(join(existsSync('/dev/shm') ? '/dev/shm' : tmpdir(), 'oncely-sim-'));
   try {
     const template = await makeTemplate(dir);
+    if (options.plan !== undefined) return await runPlanFile(options.plan, template, dir);
     let n = 0;
     const digest = createHash('sha256');
     const started = Date.now();
@@ -85,6 +93,7 @@ async function main(): Promise<number> {
           seconds: (Date.now() - started) / 1000,
           violation: result.violations[0]!,
         };
+        if (options.saveFailure !== undefined) writeFileSync(options.saveFailure, JSON.stringify(plan));
       }
       if (options.dump !== undefined)
         writeFileSync(join(options.dump, `s${n}.txt`), result.timeline.join('\n'));
@@ -173,6 +182,17 @@ async function main(): Promise<number> {
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
+}
+
+/** `--plan`: one schedule from a file (a plan, or a regression entry with one), its timeline printed. */
+async function runPlanFile(file: string, template: string, dir: string): Promise<number> {
+  const parsed = JSON.parse(readFileSync(file, 'utf8')) as SchedulePlan | { plan: SchedulePlan };
+  const plan = withDefaults('plan' in parsed ? parsed.plan : parsed);
+  const result = await new Schedule(plan, freshLedger(template, dir, 1)).run();
+  for (const line of result.timeline) console.log(`  ${line}`);
+  for (const line of result.violations) console.log(`VIOLATION: ${line}`);
+  console.log(`sim: 1 schedules, ${result.violations.length === 0 ? 0 : 1} violations, plan ${file}`);
+  return result.violations.length === 0 ? 0 : 1;
 }
 
 /** Schedules a batch of a timed run (`--minutes`), each batch with the next seed. */

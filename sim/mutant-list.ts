@@ -107,11 +107,18 @@ export const MUTANTS: readonly Mutant[] = [
   {
     name: 'abort-drops-outcomes',
     bug: 'a step stopped while a later wave waits for a slot (the lease lost, a cancel, a store error) throws without recording the outcomes of the calls of earlier waves, which stay `started`',
+    // Two guards close it today: the outcomes in hand recorded before the throw, and each wave's
+    // outcomes recorded as soon as a later wave follows (recordWave). The bug is both taken out.
     edits: [
       {
         file: 'src/runs/execute-step.ts',
         find: 'await recordInHand(driver, progress);',
         replace: 'void recordInHand;',
+      },
+      {
+        file: 'src/runs/execute-step.ts',
+        find: 'if (ran < plan.ready.length) await recordWave(driver.ledger, settled);',
+        replace: 'void recordWave;',
       },
     ],
   },

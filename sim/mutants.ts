@@ -9,7 +9,9 @@ import { MUTANTS, type Mutant } from './mutant-list.js';
  * `npm run sim:mutants`: proof that the simulator finds what matters. Each mutant puts back one bug
  * that outside review found in oncely (sim/mutant-list.ts says which and where), in a copy of the
  * sources; the simulator then runs on that copy from a fixed seed until its first violation, or
- * until the budget of schedules is spent. A mutant the simulator misses is reported as missed and
+ * until the budget of schedules is spent; the first failing schedule is then run on the sources
+ * without the mutant, where it must hold (else the failure is not the mutant's: a bug of today's
+ * code, or an invariant that is wrong). A mutant the simulator misses is reported as missed and
  * the script exits 1: the world or the invariants are too narrow. A mutant whose code is no longer
  * where the list says exits 2 (the list must follow the code).
  */
@@ -90,6 +92,8 @@ function runSim(
         '--schedules',
         String(options.schedules),
         '--first-failure',
+        '--save-failure',
+        join(dir, 'failure.json'),
         '--json',
       ],
       {
@@ -98,6 +102,22 @@ function runSim(
         env: { ...process.env, ONCELY_UNSAFE_TEST_SWITCHES: (mutant.switches ?? []).join(',') },
       },
     );
+    let out = '';
+    child.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
+    child.stderr.on('data', (chunk: Buffer) => (out += chunk.toString()));
+    child.on('error', fail);
+    child.on('close', (code) => done({ code, out }));
+  });
+}
+
+/** One schedule from a file on the sources as they are (not the mutant's copy). */
+function runPlan(file: string): Promise<{ code: number | null; out: string }> {
+  return new Promise((done, fail) => {
+    const child = spawn(process.execPath, ['--import', 'tsx', 'sim/main.ts', '--plan', file], {
+      cwd: ROOT,
+      stdio: ['ignore', 'pipe', 'pipe'],
+      env: { ...process.env, ONCELY_UNSAFE_TEST_SWITCHES: '' },
+    });
     let out = '';
     child.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
     child.stderr.on('data', (chunk: Buffer) => (out += chunk.toString()));
@@ -137,6 +157,19 @@ async function tryMutant(mutant: Mutant, options: Options): Promise<Report> {
       };
     }
     const first = summary.firstFailure;
+    if (first !== undefined) {
+      // Caught only if the same schedule holds on the code without the mutant: the failure is the bug's.
+      const clean = await runPlan(join(dir, 'failure.json'));
+      if (clean.code !== 0) {
+        return {
+          mutant: mutant.name,
+          caught: false,
+          schedules: first.schedule,
+          seconds: first.seconds,
+          problem: `its first failing schedule fails without the mutant too (${first.violation}): a bug of today's code, or a false alarm of the invariants:\n${clean.out.slice(-3_000)}`,
+        };
+      }
+    }
     return {
       mutant: mutant.name,
       caught: first !== undefined,
@@ -205,7 +238,7 @@ async function main(): Promise<number> {
 }
 
 function line(r: Report): string {
-  if (r.problem !== undefined) return `  ${r.mutant}: NOT RUN: ${r.problem}`;
+  if (r.problem !== undefined) return `  ${r.mutant}: NOT SHOWN: ${r.problem}`;
   return r.caught
     ? `  ${r.mutant}: caught after ${r.schedules} schedules, ${r.seconds.toFixed(1)} s: ${r.violation ?? ''}`
     : `  ${r.mutant}: MISSED in ${r.schedules} schedules (${r.seconds.toFixed(1)} s)`;
