@@ -5,7 +5,8 @@ import { join } from 'node:path';
 import { Command, InvalidArgumentError } from 'commander';
 import fc from 'fast-check';
 import { schedulePlan, type SchedulePlan } from './plan.js';
-import { freshLedger, makeTemplate, Schedule, type ScheduleResult } from './schedule.js';
+import { makeTemplate, Schedule, type ScheduleResult } from './schedule.js';
+import { SqlitePool, type SimStores } from './stores.js';
 
 /*
  * `npm run sim`: schedules drawn from one seed, each run against the real runtime in a simulated
@@ -62,15 +63,18 @@ async function main(): Promise<number> {
   }
   const seed = options.seed ?? Math.floor(Math.random() * 2 ** 31);
   const dir = mkdtempSync(join(existsSync('/dev/shm') ? '/dev/shm' : tmpdir(), 'oncely-sim-'));
+  let stores: SimStores | undefined;
   try {
     const template = await makeTemplate(dir);
+    const pool = SqlitePool.create(template, dir);
+    stores = pool;
     let n = 0;
     const digest = createHash('sha256');
     const started = Date.now();
     let lastReport = started;
     const runOne = async (plan: SchedulePlan): Promise<ScheduleResult> => {
       n += 1;
-      const result = await new Schedule(plan, freshLedger(template, dir, n % 4)).run();
+      const result = await new Schedule(plan, pool).run();
       digest.update(result.timeline.join('\n')).update('\u0000');
       if (options.dump !== undefined)
         writeFileSync(join(options.dump, `s${n}.txt`), result.timeline.join('\n'));
@@ -107,8 +111,8 @@ async function main(): Promise<number> {
     let violations = 0;
     if (details.failed && details.counterexample !== null) {
       const [plan] = details.counterexample;
-      const first = await new Schedule(plan, freshLedger(template, dir, 9)).run();
-      const again = await new Schedule(plan, freshLedger(template, dir, 10)).run();
+      const first = await new Schedule(plan, pool).run();
+      const again = await new Schedule(plan, pool).run();
       violations = 1;
       console.log(`sim: VIOLATION with seed ${failedSeed}, path ${details.counterexamplePath ?? '?'}`);
       for (const line of first.violations) console.log(`  ${line}`);
@@ -144,6 +148,7 @@ async function main(): Promise<number> {
     );
     return violations === 0 ? 0 : 1;
   } finally {
+    await stores?.close();
     rmSync(dir, { recursive: true, force: true });
   }
 }

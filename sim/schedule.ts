@@ -7,13 +7,13 @@ import { isOncelyError } from '../src/errors/index.js';
 import { resetMintedIds } from '../src/runs/messages.js';
 import { Runtime } from '../src/runs/index.js';
 import { openStore, type Store } from '../src/store/index.js';
-import { SqliteStore } from '../src/store/sqlite/index.js';
 import { startWorker } from '../src/worker/index.js';
 import { seedRandomness } from './determinism.js';
 import { checkInvariants } from './invariants.js';
 import { operatorAct } from './operator.js';
 import { PROCESSES, type Fault, type SchedulePlan } from './plan.js';
 import { ProcessClock, WorldClock } from './virtual-clock.js';
+import { SqliteFile, type SimStores } from './stores.js';
 import { WorkflowEngine } from '../src/workflows/index.js';
 import {
   agentNameOf,
@@ -26,8 +26,8 @@ import {
 } from './world.js';
 
 /*
- * One schedule: a fresh ledger (a copy of a migrated SQLite file), three worker processes and an
- * operator's, all the real runtime, over one virtual clock. Every store call of every process waits
+ * One schedule: an empty ledger (a copy of a migrated SQLite file, or a kept one emptied: see
+ * sim/stores.ts), three worker processes and an operator's, all the real runtime, over one virtual clock. Every store call of every process waits
  * at a gate; the plan's choices say which waiting call goes next, its faults which process dies
  * (before or after a store call, or at a named crash point), freezes or comes back, and when. When
  * nothing can run, time moves to the next timer. The schedule ends when every run has ended or waits
@@ -55,11 +55,14 @@ interface Gate {
 
 class SimProcess {
   alive = true;
+  killed = false;
   frozen = false;
   runtime: Runtime | undefined;
   workflows: WorkflowEngine | undefined;
   raw: Store | undefined;
   gates = 0;
+  /** Store calls let through that have not returned yet. */
+  inFlight = 0;
   constructor(
     readonly index: number,
     readonly name: string,
@@ -77,11 +80,14 @@ export class Schedule {
   readonly #fired = new Set<Fault>();
   #choice = 0;
   #op: SimProcess | undefined;
+  readonly #stores: SimStores;
 
+  /** `stores`: a kept ledger and its stores, or the path of a fresh copy of the template. */
   constructor(
     readonly plan: SchedulePlan,
-    readonly dbPath: string,
+    stores: SimStores | string,
   ) {
+    this.#stores = typeof stores === 'string' ? new SqliteFile(stores) : stores;
     this.#clock = new WorldClock(START_MS, (owner) => this.#runnable(owner));
     this.world = new World(plan, this.#clock, { note: (what) => this.note(what) });
   }
@@ -108,7 +114,13 @@ export class Schedule {
               if (!p.alive) return;
               this.#gates.push({ process: p, label: `${label}${String(prop)}`, open });
             }).then(async () => {
-              const result: unknown = await (value as (...a: unknown[]) => Promise<unknown>).apply(t, args);
+              p.inFlight += 1;
+              let result: unknown;
+              try {
+                result = await (value as (...a: unknown[]) => Promise<unknown>).apply(t, args);
+              } finally {
+                p.inFlight -= 1;
+              }
               return p.alive ? result : never();
             });
         },
@@ -139,8 +151,7 @@ export class Schedule {
     const p = new SimProcess(index, index < 0 ? 'operator' : `p${index}#${generation}`);
     this.#processes.push(p);
     const clock = new ProcessClock(this.#clock, p.name);
-    // Opened directly: `openStore` loads the driver with a dynamic import, whose time is real.
-    p.raw = await SqliteStore.open(this.dbPath, { clock, create: false });
+    p.raw = await this.#stores.open(clock);
     const store = this.#gated(p.raw, p);
     p.runtime = new Runtime(store, {
       agents: this.world.agents(),
@@ -177,6 +188,7 @@ export class Schedule {
   #kill(p: SimProcess, how: string): void {
     if (!p.alive) return;
     p.alive = false;
+    p.killed = true;
     this.#clock.dropOwner(p.name);
     if (p.raw !== undefined) this.#toClose.push(p.raw);
     this.note(`${p.name} KILLED ${how}`);
@@ -264,7 +276,7 @@ export class Schedule {
   /** Lets every microtask run: whatever can go on without a gate or a timer does. */
   async #settle(): Promise<void> {
     for (let i = 0; i < 3; i += 1) await new Promise<void>((resolve) => setImmediate(resolve));
-    for (const store of this.#toClose.splice(0)) sever(store);
+    for (const store of this.#toClose.splice(0)) this.#stores.sever(store);
   }
 
   #pick(n: number): number {
@@ -310,7 +322,8 @@ export class Schedule {
     seedRandomness(this.plan.randomSeed);
     resetMintedIds();
     this.#armFaults();
-    const observer = await SqliteStore.open(this.dbPath, { create: false });
+    await this.#stores.reset();
+    const observer = await this.#stores.observer();
     let steps = 0;
     try {
       this.#op = await this.#start(-1, 1, false);
@@ -371,8 +384,13 @@ export class Schedule {
       return { violations, timeline: this.#timeline, steps, virtualMs: this.#clock.now() - START_MS };
     } finally {
       setCrashPointHook(undefined);
-      for (const p of this.#processes) if (p.raw !== undefined) sever(p.raw);
-      await observer.close();
+      // A store with a call still in flight (waiting on a timer that will never fire) is not kept.
+      for (const p of this.#processes) {
+        if (p.raw === undefined) continue;
+        if (p.inFlight === 0 && !p.killed) await this.#stores.release(p.raw);
+        else this.#stores.sever(p.raw);
+      }
+      await this.#stores.done();
     }
   }
 
@@ -388,19 +406,6 @@ export class Schedule {
     }
     return finished;
   }
-}
-
-/**
- * What the system does for a killed process: its database connections close at once, whatever it
- * was doing (an open transaction rolls back, its locks go). `close()` would wait for the work in
- * flight, which a dead process never finishes.
- */
-function sever(store: Store): void {
-  const connections = store as unknown as Record<
-    'reader' | 'writer',
-    { open: boolean; close(): void } | undefined
-  >;
-  for (const db of [connections.reader, connections.writer]) if (db?.open === true) db.close();
 }
 
 /**
