@@ -7,6 +7,7 @@ import fc from 'fast-check';
 import { schedulePlan, type SchedulePlan } from './plan.js';
 import { makeTemplate, Schedule, type ScheduleResult } from './schedule.js';
 import { SqlitePool, type SimStores } from './stores.js';
+import { PostgresPool, simDatabase } from './postgres-stores.js';
 
 /*
  * `npm run sim`: schedules drawn from one seed, each run against the real runtime in a simulated
@@ -21,6 +22,7 @@ interface Options {
   schedules?: number;
   minutes?: number;
   store: string;
+  databaseUrl?: string;
   json?: boolean;
   path?: string;
   verbose?: boolean;
@@ -49,7 +51,11 @@ const program = new Command('sim')
     'run batches of 200 schedules (seeds seed, seed+1, …) for this long instead',
     positive,
   )
-  .option('--store <kind>', 'sqlite (the PostgreSQL leg is not built yet)', 'sqlite')
+  .option('--store <kind>', 'sqlite or postgres', 'sqlite')
+  .option(
+    '--database-url <url>',
+    'with --store postgres: the server, where a database oncely_sim_<pid> is made and dropped (default DATABASE_URL)',
+  )
   .option('--path <path>', 'replay one schedule: the path a failure printed (with its --seed)')
   .option('--json', 'print the summary as one JSON line')
   .option('--verbose', 'print each schedule as it ends')
@@ -57,16 +63,27 @@ const program = new Command('sim')
 
 async function main(): Promise<number> {
   const options = program.parse(process.argv).opts<Options>();
-  if (options.store !== 'sqlite') {
-    console.error(`sim: --store ${options.store}: only sqlite is simulated so far`);
+  if (options.store !== 'sqlite' && options.store !== 'postgres') {
+    console.error(`sim: --store ${options.store}: sqlite or postgres`);
+    return 2;
+  }
+  const serverUrl = options.databaseUrl ?? process.env.DATABASE_URL;
+  if (options.store === 'postgres' && serverUrl === undefined) {
+    console.error('sim: --store postgres needs --database-url or DATABASE_URL');
     return 2;
   }
   const seed = options.seed ?? Math.floor(Math.random() * 2 ** 31);
   const dir = mkdtempSync(join(existsSync('/dev/shm') ? '/dev/shm' : tmpdir(), 'oncely-sim-'));
   let stores: SimStores | undefined;
+  let database: { drop(): Promise<void> } | undefined;
   try {
     const template = await makeTemplate(dir);
-    const pool = SqlitePool.create(template, dir);
+    let pool: SimStores;
+    if (serverUrl !== undefined && options.store === 'postgres') {
+      const made = await simDatabase(serverUrl);
+      database = made;
+      pool = await PostgresPool.create(made.url);
+    } else pool = SqlitePool.create(template, dir);
     stores = pool;
     let n = 0;
     const digest = createHash('sha256');
@@ -149,6 +166,7 @@ async function main(): Promise<number> {
     return violations === 0 ? 0 : 1;
   } finally {
     await stores?.close();
+    await database?.drop();
     rmSync(dir, { recursive: true, force: true });
   }
 }

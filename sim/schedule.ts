@@ -13,7 +13,7 @@ import { checkInvariants } from './invariants.js';
 import { operatorAct } from './operator.js';
 import { PROCESSES, type Fault, type SchedulePlan } from './plan.js';
 import { ProcessClock, WorldClock } from './virtual-clock.js';
-import { SqliteFile, type SimStores } from './stores.js';
+import { SqliteFile, WatchedClock, type SimStores } from './stores.js';
 import { WorkflowEngine } from '../src/workflows/index.js';
 import {
   agentNameOf,
@@ -50,8 +50,15 @@ export interface ScheduleResult {
 interface Gate {
   readonly process: SimProcess;
   readonly label: string;
-  readonly open: () => void;
+  open: () => void;
+  /** Resolves when the call, once let through, has returned (or thrown). */
+  readonly finished: Promise<void>;
+  /** Runs as the call ends, before its result is handed back (a kill after the call). */
+  afterCall?: () => void;
 }
+
+/** How long (real time) a PostgreSQL call let through may take before the schedule gives up. */
+const REAL_IO_LIMIT_MS = 30_000;
 
 class SimProcess {
   alive = true;
@@ -63,6 +70,8 @@ class SimProcess {
   gates = 0;
   /** Store calls let through that have not returned yet. */
   inFlight = 0;
+  /** Wakes whoever waits on this process's call in flight: it died, or its store set a timer. */
+  interrupt: () => void = () => undefined;
   constructor(
     readonly index: number,
     readonly name: string,
@@ -80,6 +89,8 @@ export class Schedule {
   readonly #fired = new Set<Fault>();
   #choice = 0;
   #op: SimProcess | undefined;
+  /** Restarts under way that open a store with real I/O: waited for before the next choice. */
+  readonly #starting: Promise<void>[] = [];
   readonly #stores: SimStores;
 
   /** `stores`: a kept ledger and its stores, or the path of a fresh copy of the template. */
@@ -109,10 +120,19 @@ export class Schedule {
         get: (t, prop) => {
           const value = Reflect.get(t, prop, t) as unknown;
           if (typeof value !== 'function') return value;
-          return (...args: unknown[]) =>
-            new Promise<void>((open) => {
+          return (...args: unknown[]) => {
+            let finish = (): void => undefined;
+            const finished = new Promise<void>((resolve) => (finish = resolve));
+            const gate: Gate = {
+              process: p,
+              label: `${label}${String(prop)}`,
+              open: () => undefined,
+              finished,
+            };
+            return new Promise<void>((open) => {
               if (!p.alive) return;
-              this.#gates.push({ process: p, label: `${label}${String(prop)}`, open });
+              gate.open = open;
+              this.#gates.push(gate);
             }).then(async () => {
               p.inFlight += 1;
               let result: unknown;
@@ -120,9 +140,12 @@ export class Schedule {
                 result = await (value as (...a: unknown[]) => Promise<unknown>).apply(t, args);
               } finally {
                 p.inFlight -= 1;
+                gate.afterCall?.();
+                finish();
               }
               return p.alive ? result : never();
             });
+          };
         },
       });
     const subs = [
@@ -151,7 +174,10 @@ export class Schedule {
     const p = new SimProcess(index, index < 0 ? 'operator' : `p${index}#${generation}`);
     this.#processes.push(p);
     const clock = new ProcessClock(this.#clock, p.name);
-    p.raw = await this.#stores.open(clock);
+    // With real I/O, a store that sets a timer (a pause before trying again) waits on virtual time.
+    p.raw = await this.#stores.open(
+      this.#stores.realIo ? new WatchedClock(clock, () => p.interrupt()) : clock,
+    );
     const store = this.#gated(p.raw, p);
     p.runtime = new Runtime(store, {
       agents: this.world.agents(),
@@ -189,6 +215,7 @@ export class Schedule {
     if (!p.alive) return;
     p.alive = false;
     p.killed = true;
+    p.interrupt();
     this.#clock.dropOwner(p.name);
     if (p.raw !== undefined) this.#toClose.push(p.raw);
     this.note(`${p.name} KILLED ${how}`);
@@ -196,9 +223,10 @@ export class Schedule {
     this.#clock.add(
       'world',
       () => {
-        this.#start(p.index, generation, true).catch((error: unknown) => {
+        const starting = this.#start(p.index, generation, true).catch((error: unknown) => {
           this.note(`p${p.index}#${generation} could not start: ${String(error)}`);
         });
+        if (this.#stores.realIo) this.#starting.push(starting.then(() => undefined));
       },
       this.plan.restartAfterMs,
     );
@@ -276,7 +304,36 @@ export class Schedule {
   /** Lets every microtask run: whatever can go on without a gate or a timer does. */
   async #settle(): Promise<void> {
     for (let i = 0; i < 3; i += 1) await new Promise<void>((resolve) => setImmediate(resolve));
+    while (this.#starting.length > 0) {
+      await Promise.all(this.#starting.splice(0));
+      for (let i = 0; i < 3; i += 1) await new Promise<void>((resolve) => setImmediate(resolve));
+    }
     for (const store of this.#toClose.splice(0)) this.#stores.sever(store);
+  }
+
+  /**
+   * Lets a gate's call through when the calls are real I/O: first sets the database's time, then
+   * waits for the call to end (or its process to die, or its store to wait on a timer) before
+   * anything else goes. (SQLite's gates open at once: their calls end on the next ticks.)
+   */
+  async #letThrough(gate: Gate): Promise<void> {
+    await this.#stores.sync(this.#clock.now());
+    const p = gate.process;
+    let limit: NodeJS.Timeout | undefined;
+    const interrupted = new Promise<void>((resolve) => (p.interrupt = resolve));
+    const tooLong = new Promise<never>((_, reject) => {
+      limit = setTimeout(
+        () => reject(new Error(`store call ${gate.label} of ${p.name} took over ${REAL_IO_LIMIT_MS} ms`)),
+        REAL_IO_LIMIT_MS,
+      );
+    });
+    gate.open();
+    try {
+      await Promise.race([gate.finished, interrupted, tooLong]);
+    } finally {
+      clearTimeout(limit);
+      p.interrupt = () => undefined;
+    }
   }
 
   #pick(n: number): number {
@@ -349,6 +406,7 @@ export class Schedule {
       while (steps < MAX_STEPS && this.#clock.now() - START_MS < HORIZON_MS) {
         await this.#settle();
         steps += 1;
+        if (steps % 50 === 0 && this.#stores.realIo) await this.#stores.sync(this.#clock.now());
         if (steps % 50 === 0 && (await this.#quiet(observer))) break;
         const open = this.#gates.filter((g) => g.process.alive && !g.process.frozen);
         if (open.length > 0) {
@@ -367,7 +425,11 @@ export class Schedule {
             this.#kill(gate.process, `before ${gate.label}`);
             continue;
           }
-          gate.open();
+          if (this.#stores.realIo) {
+            // Killed as its call ends, before the result is handed back: the process never sees it.
+            if (crash !== undefined) gate.afterCall = () => this.#kill(gate.process, `after ${gate.label}`);
+            await this.#letThrough(gate);
+          } else gate.open();
           if (crash !== undefined) this.#kill(gate.process, `after ${gate.label}`);
           continue;
         }
@@ -375,6 +437,7 @@ export class Schedule {
       }
       for (const p of this.#processes) if (p.alive) p.alive = false; // every process stops here
       await this.#settle();
+      if (this.#stores.realIo) await this.#stores.sync(this.#clock.now());
       const violations = await checkInvariants({
         store: observer,
         plan: this.plan,
@@ -402,7 +465,9 @@ export class Schedule {
     });
     for (let i = 0; i < 1_000 && !done; i += 1) {
       await this.#settle();
-      this.#gates.shift()?.open();
+      const gate = this.#gates.shift();
+      if (gate !== undefined && this.#stores.realIo) await this.#letThrough(gate);
+      else gate?.open();
     }
     return finished;
   }

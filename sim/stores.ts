@@ -15,6 +15,14 @@ import { realClock, type Clock, type ClockTimer } from '../src/util/clock.js';
  * restart gets another.
  */
 export interface SimStores {
+  /**
+   * The calls are real I/O (PostgreSQL): the simulator waits for each call it lets through to end
+   * before it chooses the next (else the order would be the network's), and sets the database's
+   * time (`sync`) first. SQLite's calls run to their end on the same thread anyway.
+   */
+  readonly realIo: boolean;
+  /** Makes the database's own time the virtual `nowMs` (PostgreSQL's `oncely_now()`). */
+  sync(nowMs: number): Promise<void>;
   /** Empties the ledger before a schedule (a one-schedule ledger is empty already). */
   reset(): Promise<void>;
   /** The observer's store: reads for the quiet check and the invariants, on the machine's clock. */
@@ -72,8 +80,13 @@ export function severSqlite(store: Store): void {
 
 /** One schedule's own SQLite file (a fresh copy of the template): every store opened anew. */
 export class SqliteFile implements SimStores {
+  readonly realIo = false;
   #observer: Store | undefined;
   constructor(readonly path: string) {}
+
+  sync(): Promise<void> {
+    return Promise.resolve();
+  }
 
   reset(): Promise<void> {
     return Promise.resolve();
@@ -118,6 +131,7 @@ const MAX_IDLE = 8;
  * so each schedule starts on the template's empty ledger with the same ids.
  */
 export class SqlitePool implements SimStores {
+  readonly realIo = false;
   readonly #idle: Store[] = [];
   readonly #clocks = new WeakMap<Store, SwitchClock>();
   #observer: Store | undefined;
@@ -137,6 +151,10 @@ export class SqlitePool implements SimStores {
     admin.pragma('foreign_keys = OFF');
     admin.unsafeMode(true);
     return new SqlitePool(path, admin, resetScriptOf(admin));
+  }
+
+  sync(): Promise<void> {
+    return Promise.resolve();
   }
 
   reset(): Promise<void> {
@@ -214,4 +232,28 @@ function resetScriptOf(db: Database.Database): string {
     ...(hasSequence ? ['DELETE FROM sqlite_sequence'] : []),
     ...triggers.map((t) => t.sql!),
   ].join(';\n');
+}
+
+/** A process's clock as its store sees it, telling `onTimer` each time the store sets a timer. */
+export class WatchedClock extends SwitchClock {
+  constructor(
+    target: Clock,
+    private readonly onTimer: () => void,
+  ) {
+    super();
+    this.target = target;
+  }
+  override setTimeout(fn: () => void, ms: number): ClockTimer {
+    this.onTimer();
+    return super.setTimeout(fn, ms);
+  }
+  override setInterval(fn: () => void, ms: number): ClockTimer {
+    this.onTimer();
+    return super.setInterval(fn, ms);
+  }
+  override sleep(ms: number, signal?: AbortSignal): Promise<void> {
+    const slept = super.sleep(ms, signal);
+    this.onTimer();
+    return slept;
+  }
 }
