@@ -26,12 +26,13 @@ import {
 } from './world.js';
 
 /*
- * One schedule: an empty ledger (a copy of a migrated SQLite file, or a kept one emptied: see
- * sim/stores.ts), three worker processes and an operator's, all the real runtime, over one virtual clock. Every store call of every process waits
- * at a gate; the plan's choices say which waiting call goes next, its faults which process dies
- * (before or after a store call, or at a named crash point), freezes or comes back, and when. When
- * nothing can run, time moves to the next timer. The schedule ends when every run has ended or waits
- * on a person and the world is quiet, or at the horizon; then the invariants are checked.
+ * One schedule: an empty ledger (a kept SQLite or PostgreSQL database emptied, or a copy of a
+ * migrated SQLite file: see sim/stores.ts), three worker processes and an operator's, all the real
+ * runtime, over one virtual clock. Every store call of every process waits at a gate; the plan's
+ * choices say which waiting call goes next, its faults which process dies (before or after a store
+ * call, or at a named crash point), freezes or comes back, and when. When nothing can run, time
+ * moves to the next timer. The schedule ends when every run has ended or waits on a person and the
+ * world is quiet, or at the horizon; then the invariants are checked.
  */
 
 export const START_MS = Date.UTC(2030, 0, 1);
