@@ -5,7 +5,9 @@ import { join } from 'node:path';
 import { Command, InvalidArgumentError } from 'commander';
 import fc from 'fast-check';
 import { schedulePlan, withDefaults, type SchedulePlan } from './plan.js';
-import { freshLedger, makeTemplate, Schedule, type ScheduleResult } from './schedule.js';
+import { makeTemplate, Schedule, type ScheduleResult } from './schedule.js';
+import { SqlitePool, type SimStores } from './stores.js';
+import { PostgresPool, simDatabase } from './postgres-stores.js';
 
 /*
  * `npm run sim`: schedules drawn from one seed, each run against the real runtime in a simulated
@@ -20,6 +22,7 @@ interface Options {
   schedules?: number;
   minutes?: number;
   store: string;
+  databaseUrl?: string;
   json?: boolean;
   path?: string;
   verbose?: boolean;
@@ -51,7 +54,11 @@ const program = new Command('sim')
     'run batches of 200 schedules (seeds seed, seed+1, …) for this long instead',
     positive,
   )
-  .option('--store <kind>', 'sqlite (the PostgreSQL leg is not built yet)', 'sqlite')
+  .option('--store <kind>', 'sqlite or postgres', 'sqlite')
+  .option(
+    '--database-url <url>',
+    'with --store postgres: the server, where a database oncely_sim_<pid> is made and dropped (default DATABASE_URL)',
+  )
   .option('--path <path>', 'replay one schedule: the path a failure printed (with its --seed)')
   .option('--json', 'print the summary as one JSON line')
   .option('--verbose', 'print each schedule as it ends')
@@ -69,15 +76,29 @@ async function main(): Promise<number> {
   // renewed); the timelines say what happened. Printed only with --verbose.
   process.removeAllListeners('warning');
   if (options.verbose === true) process.on('warning', (w) => console.error(`warning: ${w.message}`));
-  if (options.store !== 'sqlite') {
-    console.error(`sim: --store ${options.store}: only sqlite is simulated so far`);
+  if (options.store !== 'sqlite' && options.store !== 'postgres') {
+    console.error(`sim: --store ${options.store}: sqlite or postgres`);
+    return 2;
+  }
+  const serverUrl = options.databaseUrl ?? process.env.DATABASE_URL;
+  if (options.store === 'postgres' && serverUrl === undefined) {
+    console.error('sim: --store postgres needs --database-url or DATABASE_URL');
     return 2;
   }
   const seed = options.seed ?? Math.floor(Math.random() * 2 ** 31);
   const dir = mkdtempSync(join(existsSync('/dev/shm') ? '/dev/shm' : tmpdir(), 'oncely-sim-'));
+  let stores: SimStores | undefined;
+  let database: { drop(): Promise<void> } | undefined;
   try {
     const template = await makeTemplate(dir);
-    if (options.plan !== undefined) return await runPlanFile(options.plan, template, dir);
+    let pool: SimStores;
+    if (serverUrl !== undefined && options.store === 'postgres') {
+      const made = await simDatabase(serverUrl);
+      database = made;
+      pool = await PostgresPool.create(made.url);
+    } else pool = SqlitePool.create(template, dir);
+    stores = pool;
+    if (options.plan !== undefined) return await runPlanFile(options.plan, pool);
     let n = 0;
     const digest = createHash('sha256');
     const started = Date.now();
@@ -85,7 +106,7 @@ async function main(): Promise<number> {
     let firstFailure: { schedule: number; seconds: number; violation: string } | undefined;
     const runOne = async (plan: SchedulePlan): Promise<ScheduleResult> => {
       n += 1;
-      const result = await new Schedule(plan, freshLedger(template, dir, n % 4)).run();
+      const result = await new Schedule(plan, pool).run();
       digest.update(result.timeline.join('\n')).update('\u0000');
       if (firstFailure === undefined && result.violations.length > 0) {
         firstFailure = {
@@ -135,8 +156,8 @@ async function main(): Promise<number> {
     let violations = 0;
     if (details.failed && details.counterexample !== null) {
       const [plan] = details.counterexample;
-      const first = await new Schedule(plan, freshLedger(template, dir, 9)).run();
-      const again = await new Schedule(plan, freshLedger(template, dir, 10)).run();
+      const first = await new Schedule(plan, pool).run();
+      const again = await new Schedule(plan, pool).run();
       violations = 1;
       console.log(`sim: VIOLATION with seed ${failedSeed}, path ${details.counterexamplePath ?? '?'}`);
       for (const line of first.violations) console.log(`  ${line}`);
@@ -180,15 +201,17 @@ async function main(): Promise<number> {
     );
     return violations === 0 ? 0 : 1;
   } finally {
+    await stores?.close();
+    await database?.drop();
     rmSync(dir, { recursive: true, force: true });
   }
 }
 
 /** `--plan`: one schedule from a file (a plan, or a regression entry with one), its timeline printed. */
-async function runPlanFile(file: string, template: string, dir: string): Promise<number> {
+async function runPlanFile(file: string, stores: SimStores): Promise<number> {
   const parsed = JSON.parse(readFileSync(file, 'utf8')) as SchedulePlan | { plan: SchedulePlan };
   const plan = withDefaults('plan' in parsed ? parsed.plan : parsed);
-  const result = await new Schedule(plan, freshLedger(template, dir, 1)).run();
+  const result = await new Schedule(plan, stores).run();
   for (const line of result.timeline) console.log(`  ${line}`);
   for (const line of result.violations) console.log(`VIOLATION: ${line}`);
   console.log(`sim: 1 schedules, ${result.violations.length === 0 ? 0 : 1} violations, plan ${file}`);

@@ -7,13 +7,13 @@ import { isOncelyError } from '../src/errors/index.js';
 import { resetMintedIds } from '../src/runs/messages.js';
 import { Runtime } from '../src/runs/index.js';
 import { openStore, type Store } from '../src/store/index.js';
-import { SqliteStore } from '../src/store/sqlite/index.js';
 import { startWorker } from '../src/worker/index.js';
 import { seedRandomness } from './determinism.js';
 import { checkInvariants } from './invariants.js';
 import { operatorAct } from './operator.js';
 import { PROCESSES, type Fault, type SchedulePlan } from './plan.js';
 import { ProcessClock, WorldClock } from './virtual-clock.js';
+import { SqliteFile, WatchedClock, type SimStores } from './stores.js';
 import { WorkflowEngine } from '../src/workflows/index.js';
 import {
   agentNameOf,
@@ -26,12 +26,13 @@ import {
 } from './world.js';
 
 /*
- * One schedule: a fresh ledger (a copy of a migrated SQLite file), three worker processes and an
- * operator's, all the real runtime, over one virtual clock. Every store call of every process waits
- * at a gate; the plan's choices say which waiting call goes next, its faults which process dies
- * (before or after a store call, or at a named crash point), freezes or comes back, and when. When
- * nothing can run, time moves to the next timer. The schedule ends when every run has ended or waits
- * on a person and the world is quiet, or at the horizon; then the invariants are checked.
+ * One schedule: an empty ledger (a kept SQLite or PostgreSQL database emptied, or a copy of a
+ * migrated SQLite file: see sim/stores.ts), three worker processes and an operator's, all the real
+ * runtime, over one virtual clock. Every store call of every process waits at a gate; the plan's
+ * choices say which waiting call goes next, its faults which process dies (before or after a store
+ * call, or at a named crash point), freezes or comes back, and when. When nothing can run, time
+ * moves to the next timer. The schedule ends when every run has ended or waits on a person and the
+ * world is quiet, or at the horizon; then the invariants are checked.
  */
 
 export const START_MS = Date.UTC(2030, 0, 1);
@@ -63,16 +64,28 @@ export interface SlotTaken {
 interface Gate {
   readonly process: SimProcess;
   readonly label: string;
-  readonly open: () => void;
+  open: () => void;
+  /** Resolves when the call, once let through, has returned (or thrown). */
+  readonly finished: Promise<void>;
+  /** Runs as the call ends, before its result is handed back (a kill after the call). */
+  afterCall?: () => void;
 }
+
+/** How long (real time) a PostgreSQL call let through may take before the schedule gives up. */
+const REAL_IO_LIMIT_MS = 30_000;
 
 class SimProcess {
   alive = true;
+  killed = false;
   frozen = false;
   runtime: Runtime | undefined;
   workflows: WorkflowEngine | undefined;
   raw: Store | undefined;
   gates = 0;
+  /** Store calls let through that have not returned yet. */
+  inFlight = 0;
+  /** Wakes whoever waits on this process's call in flight: it died, or its store set a timer. */
+  interrupt: () => void = () => undefined;
   constructor(
     readonly index: number,
     readonly name: string,
@@ -94,11 +107,16 @@ export class Schedule {
   readonly #slotsTaken = new Map<string, SlotTaken>();
   /** When each process was killed (virtual ms from the start). */
   readonly #killedAt = new Map<string, number>();
+  /** Restarts under way that open a store with real I/O: waited for before the next choice. */
+  readonly #starting: Promise<void>[] = [];
+  readonly #stores: SimStores;
 
+  /** `stores`: a kept ledger and its stores, or the path of a fresh copy of the template. */
   constructor(
     readonly plan: SchedulePlan,
-    readonly dbPath: string,
+    stores: SimStores | string,
   ) {
+    this.#stores = typeof stores === 'string' ? new SqliteFile(stores) : stores;
     this.#clock = new WorldClock(START_MS, (owner) => this.#runnable(owner));
     this.world = new World(plan, this.#clock, { note: (what) => this.note(what) });
   }
@@ -120,16 +138,34 @@ export class Schedule {
         get: (t, prop) => {
           const value = Reflect.get(t, prop, t) as unknown;
           if (typeof value !== 'function') return value;
-          return (...args: unknown[]) =>
-            new Promise<void>((open) => {
+          return (...args: unknown[]) => {
+            let finish = (): void => undefined;
+            const finished = new Promise<void>((resolve) => (finish = resolve));
+            const gate: Gate = {
+              process: p,
+              label: `${label}${String(prop)}`,
+              open: () => undefined,
+              finished,
+            };
+            return new Promise<void>((open) => {
               if (!p.alive) return;
-              this.#gates.push({ process: p, label: `${label}${String(prop)}`, open });
+              gate.open = open;
+              this.#gates.push(gate);
             }).then(async () => {
-              if (this.#cutOff(p)) throw new Error('simulated: the database is unreachable (ECONNREFUSED)');
-              const result: unknown = await (value as (...a: unknown[]) => Promise<unknown>).apply(t, args);
+              p.inFlight += 1;
+              let result: unknown;
+              try {
+                if (this.#cutOff(p)) throw new Error('simulated: the database is unreachable (ECONNREFUSED)');
+                result = await (value as (...a: unknown[]) => Promise<unknown>).apply(t, args);
+              } finally {
+                p.inFlight -= 1;
+                gate.afterCall?.();
+                finish();
+              }
               if (label === 'toolSlots.') this.#sawSlot(p, String(prop), args, result);
               return p.alive ? result : never();
             });
+          };
         },
       });
     const subs = [
@@ -158,8 +194,10 @@ export class Schedule {
     const p = new SimProcess(index, index < 0 ? 'operator' : `p${index}#${generation}`);
     this.#processes.push(p);
     const clock = new ProcessClock(this.#clock, p.name);
-    // Opened directly: `openStore` loads the driver with a dynamic import, whose time is real.
-    p.raw = await SqliteStore.open(this.dbPath, { clock, create: false });
+    // With real I/O, a store that sets a timer (a pause before trying again) waits on virtual time.
+    p.raw = await this.#stores.open(
+      this.#stores.realIo ? new WatchedClock(clock, () => p.interrupt()) : clock,
+    );
     const store = this.#gated(p.raw, p);
     p.runtime = new Runtime(store, {
       agents: this.world.agents(),
@@ -241,6 +279,8 @@ export class Schedule {
     if (!p.alive) return;
     p.alive = false;
     this.#killedAt.set(p.name, this.#clock.now() - START_MS);
+    p.killed = true;
+    p.interrupt();
     this.#clock.dropOwner(p.name);
     if (p.raw !== undefined) this.#toClose.push(p.raw);
     this.note(`${p.name} KILLED ${how}`);
@@ -248,9 +288,10 @@ export class Schedule {
     this.#clock.add(
       'world',
       () => {
-        this.#start(p.index, generation, true).catch((error: unknown) => {
+        const starting = this.#start(p.index, generation, true).catch((error: unknown) => {
           this.note(`p${p.index}#${generation} could not start: ${String(error)}`);
         });
+        if (this.#stores.realIo) this.#starting.push(starting.then(() => undefined));
       },
       this.plan.restartAfterMs,
     );
@@ -336,7 +377,36 @@ export class Schedule {
   /** Lets every microtask run: whatever can go on without a gate or a timer does. */
   async #settle(): Promise<void> {
     for (let i = 0; i < 3; i += 1) await new Promise<void>((resolve) => setImmediate(resolve));
-    for (const store of this.#toClose.splice(0)) sever(store);
+    while (this.#starting.length > 0) {
+      await Promise.all(this.#starting.splice(0));
+      for (let i = 0; i < 3; i += 1) await new Promise<void>((resolve) => setImmediate(resolve));
+    }
+    for (const store of this.#toClose.splice(0)) this.#stores.sever(store);
+  }
+
+  /**
+   * Lets a gate's call through when the calls are real I/O: first sets the database's time, then
+   * waits for the call to end (or its process to die, or its store to wait on a timer) before
+   * anything else goes. (SQLite's gates open at once: their calls end on the next ticks.)
+   */
+  async #letThrough(gate: Gate): Promise<void> {
+    await this.#stores.sync(this.#clock.now());
+    const p = gate.process;
+    let limit: NodeJS.Timeout | undefined;
+    const interrupted = new Promise<void>((resolve) => (p.interrupt = resolve));
+    const tooLong = new Promise<never>((_, reject) => {
+      limit = setTimeout(
+        () => reject(new Error(`store call ${gate.label} of ${p.name} took over ${REAL_IO_LIMIT_MS} ms`)),
+        REAL_IO_LIMIT_MS,
+      );
+    });
+    gate.open();
+    try {
+      await Promise.race([gate.finished, interrupted, tooLong]);
+    } finally {
+      clearTimeout(limit);
+      p.interrupt = () => undefined;
+    }
   }
 
   #pick(n: number): number {
@@ -398,7 +468,8 @@ export class Schedule {
     seedRandomness(this.plan.randomSeed);
     resetMintedIds();
     this.#armFaults();
-    const observer = await SqliteStore.open(this.dbPath, { create: false });
+    await this.#stores.reset();
+    const observer = await this.#stores.observer();
     let steps = 0;
     let drainUntil: number | undefined;
     try {
@@ -426,6 +497,7 @@ export class Schedule {
       while (steps < MAX_STEPS && this.#clock.now() - START_MS < HORIZON_MS) {
         await this.#settle();
         steps += 1;
+        if (steps % 50 === 0 && this.#stores.realIo) await this.#stores.sync(this.#clock.now());
         if (steps % 50 === 0 && (await this.#quiet(observer))) {
           // Quiet, but a living process may still be finishing a wave (a hook it races, a slot it
           // holds for a call that may land): let it finish before the slots and outcomes are judged.
@@ -450,7 +522,11 @@ export class Schedule {
             this.#kill(gate.process, `before ${gate.label}`);
             continue;
           }
-          gate.open();
+          if (this.#stores.realIo) {
+            // Killed as its call ends, before the result is handed back: the process never sees it.
+            if (crash !== undefined) gate.afterCall = () => this.#kill(gate.process, `after ${gate.label}`);
+            await this.#letThrough(gate);
+          } else gate.open();
           if (crash !== undefined) this.#kill(gate.process, `after ${gate.label}`);
           continue;
         }
@@ -458,6 +534,7 @@ export class Schedule {
       }
       for (const p of this.#processes) if (p.alive) p.alive = false; // every process stops here
       await this.#settle();
+      if (this.#stores.realIo) await this.#stores.sync(this.#clock.now());
       const violations = await checkInvariants({
         store: observer,
         plan: this.plan,
@@ -471,8 +548,13 @@ export class Schedule {
       return { violations, timeline: this.#timeline, steps, virtualMs: this.#clock.now() - START_MS };
     } finally {
       setCrashPointHook(undefined);
-      for (const p of this.#processes) if (p.raw !== undefined) sever(p.raw);
-      await observer.close();
+      // A store with a call still in flight (waiting on a timer that will never fire) is not kept.
+      for (const p of this.#processes) {
+        if (p.raw === undefined) continue;
+        if (p.inFlight === 0 && !p.killed) await this.#stores.release(p.raw);
+        else this.#stores.sever(p.raw);
+      }
+      await this.#stores.done();
     }
   }
 
@@ -484,23 +566,12 @@ export class Schedule {
     });
     for (let i = 0; i < 1_000 && !done; i += 1) {
       await this.#settle();
-      this.#gates.shift()?.open();
+      const gate = this.#gates.shift();
+      if (gate !== undefined && this.#stores.realIo) await this.#letThrough(gate);
+      else gate?.open();
     }
     return finished;
   }
-}
-
-/**
- * What the system does for a killed process: its database connections close at once, whatever it
- * was doing (an open transaction rolls back, its locks go). `close()` would wait for the work in
- * flight, which a dead process never finishes.
- */
-function sever(store: Store): void {
-  const connections = store as unknown as Record<
-    'reader' | 'writer',
-    { open: boolean; close(): void } | undefined
-  >;
-  for (const db of [connections.reader, connections.writer]) if (db?.open === true) db.close();
 }
 
 /**

@@ -1,4 +1,4 @@
-import { AsyncLocalStorage } from 'node:async_hooks';
+import { AsyncResource } from 'node:async_hooks';
 import type { Clock, ClockTimer } from '../src/util/clock.js';
 
 /*
@@ -44,12 +44,14 @@ export class WorldClock {
   }
 
   add(owner: string, fn: () => void, ms: number, everyMs?: number): Timer {
-    const run = AsyncLocalStorage.snapshot();
+    // The async context of the caller (which process set it), as `AsyncLocalStorage.snapshot()`
+    // keeps it, without the bound function that one makes.
+    const context = new AsyncResource('sim-timer');
     const timer: Timer = {
       seq: (this.#seq += 1),
       at: this.#now + Math.max(0, ms),
       owner,
-      fn: () => run(fn),
+      fn: () => context.runInAsyncScope(fn),
       everyMs,
       cancelled: false,
     };

@@ -41,9 +41,10 @@ export interface OpenStoreOptions {
    */
   readonly create?: boolean;
   /**
-   * SQLite only: the clock of every time the store writes (timestamps, lease, slot and heartbeat
-   * expiries) and of its lock waits; default the machine's. A runtime on this store should be given
-   * the same clock. (PostgreSQL keeps its time in SQL, the server's.)
+   * The store's clock; default the machine's. SQLite: the clock of every time the store writes
+   * (timestamps, lease, slot and heartbeat expiries) and of its lock waits. PostgreSQL keeps the
+   * times it writes in SQL (`oncely_now()`, the server's); this clock times only its pauses before
+   * repeating a statement. A runtime on this store should be given the same clock.
    */
   readonly clock?: Clock;
 }
@@ -115,6 +116,7 @@ export async function connectStore(
       ...(options.warn === undefined ? {} : { warn: options.warn }),
       ...(groupCommit === undefined ? {} : { groupCommit }),
       ...(poolSize === undefined ? {} : { maxConnections: poolSize }),
+      ...(options.clock === undefined ? {} : { clock: options.clock }),
       timeouts: { ...timeoutsFromEnv(process.env), ...options.postgresTimeouts },
     });
   }

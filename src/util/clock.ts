@@ -2,7 +2,8 @@
  * Time as the runtime sees it: every clock read, timer, timeout, lease, backoff and sleep of the
  * runtime and its SQLite store goes through one of these. Production passes `realClock`; the
  * simulator passes a virtual clock whose time moves only when the simulated world says so, so a
- * schedule replays exactly from its seed. (PostgreSQL keeps its own time in SQL: `oncely_now()`.)
+ * schedule replays exactly from its seed. (PostgreSQL keeps the times it writes in SQL,
+ * `oncely_now()`; its store's clock times only its pauses before repeating a statement.)
  */
 export interface Clock {
   /** Milliseconds since the epoch, as `Date.now()`. */

@@ -8,6 +8,7 @@ import { scriptedModel } from '../../src/models/index.js';
 import { Runtime } from '../../src/runs/index.js';
 import { openStore, timeoutsFromEnv, type Store } from '../../src/store/index.js';
 import { defineTool, external } from '../../src/tools/index.js';
+import { realClock, type Clock } from '../../src/util/clock.js';
 import { createTestDatabase } from '../support/databases.js';
 
 /*
@@ -33,8 +34,14 @@ describe('PostgreSQL under faults', () => {
   });
   afterAll(() => db.drop());
 
-  const storeWith = async (timeouts: { lockMs?: number; idleInTransactionMs?: number }): Promise<Store> => {
-    const store = await openStore(db.url, { postgresTimeouts: timeouts });
+  const storeWith = async (
+    timeouts: { lockMs?: number; idleInTransactionMs?: number },
+    clock?: Clock,
+  ): Promise<Store> => {
+    const store = await openStore(db.url, {
+      postgresTimeouts: timeouts,
+      ...(clock === undefined ? {} : { clock }),
+    });
     closers.push(() => store.close());
     return store;
   };
@@ -111,6 +118,29 @@ describe('PostgreSQL under faults', () => {
     expect(Date.now() - started).toBeLessThan(3_000);
     await lock.release();
     expect(await store.runs.claim(TENANT, 'run_locked', 'w1', 1_000)).toMatchObject({ status: 'running' });
+  });
+
+  it('pauses between the tries of a statement on the clock it was given', async () => {
+    const pauses: number[] = [];
+    const clock: Clock = {
+      ...realClock,
+      sleep: (ms, signal) => {
+        pauses.push(ms);
+        return realClock.sleep(ms, signal);
+      },
+    };
+    const store = await storeWith({ lockMs: 100 }, clock);
+    await newRun(store, 'run_clocked');
+    const lock = await lockRun('run_clocked');
+    await expect(store.runs.claim(TENANT, 'run_clocked', 'w1', 1_000)).rejects.toMatchObject({
+      details: { postgres: '55P03' },
+    });
+    await lock.release();
+    // Three tries, two pauses between them, each 5 ms and a jitter that grows with the try.
+    expect(pauses).toHaveLength(2);
+    expect(pauses[0]).toBeGreaterThanOrEqual(5);
+    expect(pauses[0]).toBeLessThan(25);
+    expect(pauses[1]).toBeLessThan(45);
   });
 
   it('repeats a statement the server rolled back on a lock timeout, and it succeeds once the lock is free', async () => {

@@ -38,6 +38,7 @@ import type {
 } from '../step-writes.js';
 import { isWriteMethod, type StorePart } from '../write-methods.js';
 import { asStoreError } from './pg-errors.js';
+import { realClock, type Clock } from '../../util/clock.js';
 import { DEADLOCK_DETECTED, LOCK_NOT_AVAILABLE, SERIALIZATION_FAILURE, UNDEFINED_TABLE } from './sqlstate.js';
 
 /**
@@ -92,6 +93,12 @@ export interface PostgresStoreOptions {
    * each write alone.
    */
   readonly groupCommit?: GroupCommitSettings | false;
+  /**
+   * The clock of the store's own pauses (the jittered pause before repeating a statement the server
+   * rolled back for a transient cause); default the machine's. Every time the store writes is the
+   * server's, `oncely_now()`. The simulator passes its virtual clock.
+   */
+  readonly clock?: Clock;
 }
 
 export interface GroupCommitSettings {
@@ -118,7 +125,7 @@ const CONNECT_TIMEOUT_MS = 5_000;
  * under a name, see prepared.ts) goes to `hot`, whose connections keep generic plans; any other to
  * `pool`, whose connections plan each statement for its values.
  */
-function retrying(pool: pg.Pool, hot: pg.Pool = pool): Queryable {
+function retrying(clock: Clock, pool: pg.Pool, hot: pg.Pool = pool): Queryable {
   const query = async (...args: Parameters<pg.Pool['query']>): Promise<unknown> => {
     const [statement] = args as unknown[];
     const target = typeof statement === 'object' && statement !== null && 'name' in statement ? hot : pool;
@@ -130,7 +137,7 @@ function retrying(pool: pg.Pool, hot: pg.Pool = pool): Queryable {
         // A prepared plan the server refused (its table changed) is prepared anew on the next try.
         const transient = (typeof code === 'string' && TRANSIENT.has(code)) || renewIfStalePlan(error);
         if (tryNo >= TRANSIENT_TRIES || !transient) throw asStoreError(error);
-        await new Promise((resolve) => setTimeout(resolve, 5 + Math.floor(Math.random() * 20 * tryNo)));
+        await clock.sleep(5 + Math.floor(Math.random() * 20 * tryNo));
       }
     }
   };
@@ -167,8 +174,9 @@ export class PostgresStore implements Store {
     /** LISTEN/NOTIFY wake-ups, each listener on a connection of its own. */
     readonly wakeups: Wakeups,
     groupCommit: GroupCommitSettings | false,
+    private readonly clock: Clock,
   ) {
-    const db = retrying(pool, hotPool);
+    const db = retrying(clock, pool, hotPool);
     this.db = db;
     this.rawLedger = new PostgresLedger(db);
     const ledger = this.rawLedger;
@@ -268,6 +276,7 @@ export class PostgresStore implements Store {
       hotPool,
       new PostgresWakeups(url, (text, params) => pool.query(text, params)),
       options.groupCommit ?? DEFAULT_GROUP_COMMIT,
+      options.clock ?? realClock,
     );
   }
 
@@ -370,7 +379,7 @@ export class PostgresStore implements Store {
 
   async schemaState(): Promise<SchemaState> {
     const state = schemaStateOf(
-      await appliedVersion(retrying(this.pool)),
+      await appliedVersion(retrying(this.clock, this.pool)),
       latestVersion(loadMigrations('postgres')),
     );
     this.schemaTooNew = state.state === 'too-new' ? tooNewError(state.version, state.latest) : undefined;
@@ -382,8 +391,8 @@ export class PostgresStore implements Store {
     const state = await this.schemaState();
     if (this.schemaTooNew !== undefined) throw this.schemaTooNew;
     if (state.state !== 'current') return;
-    await retrying(this.pool).query('SELECT 1 FROM runs LIMIT 0');
-    await retrying(this.pool).query('SELECT 1 FROM tool_executions LIMIT 0');
+    await retrying(this.clock, this.pool).query('SELECT 1 FROM runs LIMIT 0');
+    await retrying(this.clock, this.pool).query('SELECT 1 FROM tool_executions LIMIT 0');
   }
 
   /** Ends the pools; closing again (a ledger and its caller both closing) waits for the same end. */

@@ -30,6 +30,7 @@ import {
 import { SqliteMonitor } from './monitor.js';
 import { SqliteRuns } from './runs.js';
 import { asStoreError, isBusy, lockedTooLong } from './sqlite-errors.js';
+import { cacheStatements } from './statement-cache.js';
 import { isoNow, realClock, type Clock } from '../../util/clock.js';
 
 /** How long a write waits for another process's write lock (without blocking this process). */
@@ -126,6 +127,7 @@ export class SqliteStore implements Store {
     if (path === ':memory:') {
       const db = new Database(path);
       configure(db);
+      cacheStatements(db);
       return new SqliteStore(path, db, db, undefined, lockWaitMs, clock);
     }
     if (!existsSync(path)) {
@@ -145,10 +147,12 @@ export class SqliteStore implements Store {
       const db = writer;
       // Turning WAL on takes a lock when the file is not in WAL mode yet: wait for it, not block.
       await untilFree(clock, path, deadline, lockWaitMs, () => configure(db));
+      cacheStatements(db);
       const identity = fileIdentity(path);
       if (identity === undefined) throw replacedError(path);
       const reader = new Database(path, { readonly: true, fileMustExist: true, timeout: 0 });
       reader.pragma('query_only = ON');
+      cacheStatements(reader);
       return new SqliteStore(path, writer, reader, identity, lockWaitMs, clock);
     } catch (error) {
       if (writer?.open === true) writer.close();
