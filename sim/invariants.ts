@@ -7,7 +7,7 @@ import { CREDIT_CONCURRENCY, FOLLOW_UP, runIdOf, TENANT, WORKFLOW_RUN_ID, type B
 /*
  * What must hold after every schedule, checked against the services' own books (what took effect),
  * never the ledger's word alone:
- * - a keyed service applied each key at most once;
+ * - a keyed service applied each key at most once (even after a reconcile hook lied);
  * - every second effect of one key on the service that cannot take a key is a recorded conflict;
  * - no record says `completed` for a call that never took effect, and none says `failed` (without a
  *   conflict) for one whose effect stands;
@@ -29,7 +29,8 @@ import { CREDIT_CONCURRENCY, FOLLOW_UP, runIdOf, TENANT, WORKFLOW_RUN_ID, type B
  *   earlier one took effect starts only on an operator's `retry`), and no workflow run is left running;
  * - every history is append-only and in order: ids and times rising, each transition from where the
  *   last one left the record.
- * A call an operator forced `failed` is the operator's word against an attempt that may still land:
+ * A record that took a lying hook's word is excused only where its history says it was the hook's
+ * (a `reconcile` transition). A call an operator forced `failed` is the operator's word against an attempt that may still land:
  * its second effect, or its effect under a `failed`, is excused; and when that attempt's process died
  * before the landing (nobody saw it land: no conflict), so is the model's belief. A conflict that was
  * recorded must always reach the model.
@@ -62,6 +63,12 @@ export async function checkInvariants(facts: Facts): Promise<string[]> {
     histories.set(r.idempotencyKey, await store.ledger.history(TENANT, r.idempotencyKey));
   const forced = (key: string): boolean =>
     (histories.get(key) ?? []).some((e) => isObject(e.detail) && e.detail.forced === true);
+  // A record that took a lying hook's word: excused only if the ledger says it was the hook's word.
+  const lied = (key: string, status: string): boolean =>
+    books.lies.get(key) === status &&
+    (histories.get(key) ?? []).some(
+      (e) => e.kind === 'transition' && e.to === status && e.actor.kind === 'reconcile',
+    );
   const outlived = (key: string): boolean =>
     books.attempts.some((a) => a.key === key && facts.stalledAfter(a.process, a.atMs));
 
@@ -71,7 +78,7 @@ export async function checkInvariants(facts: Facts): Promise<string[]> {
       v.push(`effect without a record: ${key} took effect ${n} time(s), the ledger has no record of it`);
       continue;
     }
-    if (record.toolName === 'issue_credit' && n > 1) v.push(`keyed downstream applied ${key} ${n} times`);
+    if (record.toolName !== 'send_email' && n > 1) v.push(`keyed downstream applied ${key} ${n} times`);
     if (record.toolName === 'send_email' && n > 1 && record.conflictAt === null && !forced(key)) {
       v.push(`${key} took effect ${n} times on a downstream without keys, and no conflict is recorded`);
     }
@@ -79,10 +86,20 @@ export async function checkInvariants(facts: Facts): Promise<string[]> {
   for (const r of records) {
     if (r.compensationOf !== null || r.effect === 'read') continue;
     const n = books.count(r.idempotencyKey);
-    if ((r.status === 'completed' || r.status === 'compensated') && n === 0) {
+    if (
+      (r.status === 'completed' || r.status === 'compensated') &&
+      n === 0 &&
+      !lied(r.idempotencyKey, 'completed')
+    ) {
       v.push(`${r.idempotencyKey} is ${r.status} but never took effect (${r.toolName})`);
     }
-    if (r.status === 'failed' && n > 0 && r.conflictAt === null && !forced(r.idempotencyKey)) {
+    if (
+      r.status === 'failed' &&
+      n > 0 &&
+      r.conflictAt === null &&
+      !forced(r.idempotencyKey) &&
+      !lied(r.idempotencyKey, 'failed')
+    ) {
       v.push(`${r.idempotencyKey} is failed, with no conflict, but its effect stands (${r.toolName})`);
     }
     if (r.conflictAt !== null && !forced(r.idempotencyKey) && !outlived(r.idempotencyKey)) {
@@ -93,7 +110,11 @@ export async function checkInvariants(facts: Facts): Promise<string[]> {
         `${r.idempotencyKey} was settled while its attempt could still land, without force, and the attempt contradicted it (a conflict)`,
       );
     }
-    if (r.status === 'compensated' && !books.undone.has(r.idempotencyKey)) {
+    if (
+      r.status === 'compensated' &&
+      !books.undone.has(r.idempotencyKey) &&
+      !lied(r.idempotencyKey, 'completed')
+    ) {
       v.push(`${r.idempotencyKey} is compensated but its compensation never ran`);
     }
   }
@@ -129,7 +150,9 @@ export async function checkInvariants(facts: Facts): Promise<string[]> {
   for (let i = 0; i < facts.plan.runs.length; i += 1) {
     if ((await store.runs.get(TENANT, runIdOf(i))) === undefined) v.push(`${runIdOf(i)} was never created`);
   }
-  if (facts.plan.workflow) v.push(...(await workflowProblems(facts, records, forced)));
+  // A failed record that took an operator's forced word or a lying hook's is not "standing" to the planner.
+  const notStanding = (key: string): boolean => forced(key) || lied(key, 'failed');
+  if (facts.plan.workflow) v.push(...(await workflowProblems(facts, records, notStanding)));
   for (const summary of await store.runs.list(TENANT, { limit: 1_000 })) {
     const run = await store.runs.get(TENANT, summary.runId);
     if (run === undefined) continue;
@@ -153,7 +176,8 @@ export async function checkInvariants(facts: Facts): Promise<string[]> {
     ).length;
     if (followUps > 1)
       v.push(`${run.runId} holds the user's follow-up ${followUps} times: a resend became a second turn`);
-    const unseen = (key: string): boolean => forced(key) && byKey.get(key)?.conflictAt === null;
+    const unseen = (key: string): boolean =>
+      (forced(key) && byKey.get(key)?.conflictAt === null) || lied(key, 'failed');
     v.push(...beliefProblems(run.runId, run.checkpoint.messages, books, unseen));
   }
   return v;

@@ -33,7 +33,7 @@ export const BEHAVIOURS = [
 ] as const;
 export type Behaviour = (typeof BEHAVIOURS)[number];
 
-export const HOOK_BEHAVIOURS = ['truth', 'unknown', 'throws', 'hangs', 'garbage'] as const;
+export const HOOK_BEHAVIOURS = ['truth', 'unknown', 'throws', 'hangs', 'garbage', 'lies'] as const;
 export type HookBehaviour = (typeof HOOK_BEHAVIOURS)[number];
 
 export interface RunPlan {

@@ -57,6 +57,8 @@ export class Books {
   /** Compensations run by key (a credit undone): must never be more than one. */
   readonly undone = new Map<string, number>();
   readonly attempts: Attempt[] = [];
+  /** What a lying reconcile hook said of a key (the opposite of these books at the time). */
+  readonly lies = new Map<string, 'completed' | 'failed'>();
   readonly inFlight = new Map<string, number>();
   readonly maxInFlight = new Map<string, number>();
   /** Requests on the wire (sent, not yet landed or lost for good). */
@@ -263,6 +265,15 @@ export class World {
             ? { status: 'completed', value: { receipt: `rcpt_${key}` } }
             : { status: 'failed' },
         );
+      case 'lies': {
+        // The opposite of the books. The ledger can only take its hook's word: it must say whose
+        // word it was (settled by the reconcile hook), and a keyed downstream still applies once.
+        const took = this.books.count(key) > 0;
+        this.books.lies.set(key, took ? 'failed' : 'completed');
+        return Promise.resolve(
+          took ? { status: 'failed' } : { status: 'completed', value: { receipt: 'made up by the hook' } },
+        );
+      }
       case 'unknown':
         return Promise.resolve({ status: 'unknown' });
       case 'throws':
