@@ -102,10 +102,16 @@ export async function checkInvariants(facts: Facts): Promise<string[]> {
     ) {
       v.push(`${r.idempotencyKey} is failed, with no conflict, but its effect stands (${r.toolName})`);
     }
-    if (r.conflictAt !== null && !forced(r.idempotencyKey) && !outlived(r.idempotencyKey)) {
+    if (
+      r.conflictAt !== null &&
+      !forced(r.idempotencyKey) &&
+      !outlived(r.idempotencyKey) &&
+      !books.lies.has(r.idempotencyKey)
+    ) {
       // In this world every attempt lands before its timeout plus the margin, so only a settlement
       // forced past an attempt that may still land can be contradicted by that attempt — or one made
-      // past an attempt whose process froze or was cut off (it outlived its deadline).
+      // past an attempt whose process froze or was cut off (it outlived its deadline). A lying
+      // hook's word contradicted later (by the truth, or the attempt) is the ledger being honest.
       v.push(
         `${r.idempotencyKey} was settled while its attempt could still land, without force, and the attempt contradicted it (a conflict)`,
       );
