@@ -32,8 +32,8 @@ import { CREDIT_CONCURRENCY, FOLLOW_UP, runIdOf, TENANT, WORKFLOW_RUN_ID, type B
  * A record that took a lying hook's word is excused only where its history says it was the hook's
  * (a `reconcile` transition). A call an operator forced `failed` is the operator's word against an attempt that may still land:
  * its second effect, or its effect under a `failed`, is excused; and when that attempt's process died
- * before the landing (nobody saw it land: no conflict), so is the model's belief. A conflict that was
- * recorded must always reach the model.
+ * before the landing (nobody saw it land: no conflict), or the run had ended when it landed, so is the
+ * model's belief. A conflict recorded while the run goes on must always reach the model.
  */
 
 export interface Facts {
@@ -182,8 +182,16 @@ export async function checkInvariants(facts: Facts): Promise<string[]> {
     ).length;
     if (followUps > 1)
       v.push(`${run.runId} holds the user's follow-up ${followUps} times: a resend became a second turn`);
-    const unseen = (key: string): boolean =>
-      (forced(key) && byKey.get(key)?.conflictAt === null) || lied(key, 'failed');
+    // Forced past an attempt that landed: nobody saw it land (no conflict), or the run had ended
+    // when it did (a final run's model cannot be told; the conflict is the operator's alarm).
+    const ended = ['completed', 'failed', 'cancelled'].includes(run.status);
+    const unseen = (key: string): boolean => {
+      const conflictAt = byKey.get(key)?.conflictAt ?? null;
+      return (
+        (forced(key) && (conflictAt === null || (ended && conflictAt >= run.updatedAt))) ||
+        lied(key, 'failed')
+      );
+    };
     v.push(...beliefProblems(run.runId, run.checkpoint.messages, books, unseen));
   }
   return v;
