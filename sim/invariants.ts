@@ -32,8 +32,9 @@ import { CREDIT_CONCURRENCY, FOLLOW_UP, runIdOf, TENANT, WORKFLOW_RUN_ID, type B
  * A record that took a lying hook's word is excused only where its history says it was the hook's
  * (a `reconcile` transition). A call an operator forced `failed` is the operator's word against an attempt that may still land:
  * its second effect, or its effect under a `failed`, is excused; and when that attempt's process died
- * before the landing (nobody saw it land: no conflict), or the run had ended when it landed, so is the
- * model's belief. A conflict recorded while the run goes on must always reach the model.
+ * before the landing (nobody saw it land: no conflict), or the run's model was not asked since the
+ * conflict was recorded (the run ended, or waits: told at its next call), so is the model's belief. A
+ * conflict recorded before a model call must reach the model in that call.
  */
 
 export interface Facts {
@@ -182,15 +183,16 @@ export async function checkInvariants(facts: Facts): Promise<string[]> {
     ).length;
     if (followUps > 1)
       v.push(`${run.runId} holds the user's follow-up ${followUps} times: a resend became a second turn`);
-    // Forced past an attempt that landed: nobody saw it land (no conflict), or the run had ended
-    // when it did (a final run's model cannot be told; the conflict is the operator's alarm).
-    const ended = ['completed', 'failed', 'cancelled'].includes(run.status);
+    // Forced past an attempt that landed: nobody saw it land (no conflict), or the run's model has
+    // not been asked since the conflict was recorded — the run had ended (a final run's model cannot
+    // be told; the conflict is the operator's alarm) or it waits (its model is told at its next call).
+    const events = await store.runs.events(TENANT, run.runId, 0, 10_000);
+    const lastModelCall = events
+      .filter((e) => e.type === 'model.response')
+      .reduce((last, e) => (e.at > last ? e.at : last), '');
     const unseen = (key: string): boolean => {
       const conflictAt = byKey.get(key)?.conflictAt ?? null;
-      return (
-        (forced(key) && (conflictAt === null || (ended && conflictAt >= run.updatedAt))) ||
-        lied(key, 'failed')
-      );
+      return (forced(key) && (conflictAt === null || conflictAt >= lastModelCall)) || lied(key, 'failed');
     };
     v.push(...beliefProblems(run.runId, run.checkpoint.messages, books, unseen));
   }
