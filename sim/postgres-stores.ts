@@ -1,8 +1,8 @@
 import pg from 'pg';
 import type { Store } from '../src/store/index.js';
 import { PostgresStore } from '../src/store/postgres/index.js';
-import { realClock, type Clock } from '../src/util/clock.js';
-import { SwitchClock, type SimStores } from './stores.js';
+import type { Clock } from '../src/util/clock.js';
+import { KeptStores } from './stores.js';
 
 /*
  * The PostgreSQL leg: every process's store a `PostgresStore` (its own two pools) over one database
@@ -36,7 +36,6 @@ const SET_TIME = `UPDATE oncely_sim_clock SET t = to_timestamp(0) + $1::bigint *
 
 /** Connections of each of a store's two pools: its calls come one at a time. */
 const POOL_SIZE = 3;
-const MAX_IDLE = 8;
 
 interface Pools {
   readonly pool: pg.Pool & { _clients?: pg.Client[] };
@@ -61,18 +60,17 @@ export function severPostgres(store: Store): void {
 }
 
 /** One database for every schedule (`url`, made for the simulator alone), its stores kept. */
-export class PostgresPool implements SimStores {
+export class PostgresPool extends KeptStores {
   readonly realIo = true;
-  readonly #idle: Store[] = [];
-  readonly #clocks = new WeakMap<Store, SwitchClock>();
-  #observer: Store | undefined;
   #synced: number | undefined;
 
   private constructor(
     readonly url: string,
     private readonly admin: pg.Client,
     private readonly truncate: string,
-  ) {}
+  ) {
+    super();
+  }
 
   /** Migrates the empty database at `url` and makes its SQL time the simulator's. */
   static async create(url: string): Promise<PostgresPool> {
@@ -113,52 +111,24 @@ export class PostgresPool implements SimStores {
     this.#synced = nowMs;
   }
 
-  async observer(): Promise<Store> {
-    this.#observer ??= await PostgresStore.open(this.url, {
-      maxConnections: POOL_SIZE,
-      warn: () => undefined,
-    });
-    return this.#observer;
-  }
-
-  async open(clock: Clock): Promise<Store> {
-    let store = this.#idle.pop();
-    if (store === undefined) {
-      const switchClock = new SwitchClock();
-      store = await PostgresStore.open(this.url, {
-        clock: switchClock,
-        maxConnections: POOL_SIZE,
-        warn: () => undefined,
-      });
-      this.#clocks.set(store, switchClock);
-    }
-    this.#clocks.get(store)!.target = clock;
-    return store;
-  }
-
   sever(store: Store): void {
     severPostgres(store);
   }
 
-  release(store: Store): Promise<void> {
+  protected openNew(clock: Clock): Promise<Store> {
+    return PostgresStore.open(this.url, { clock, maxConnections: POOL_SIZE, warn: () => undefined });
+  }
+
+  protected openObserver(): Promise<Store> {
+    return PostgresStore.open(this.url, { maxConnections: POOL_SIZE, warn: () => undefined });
+  }
+
+  protected reusable(store: Store): boolean {
     const { pool, hotPool } = poolsOf(store);
-    const busy = [pool, hotPool].some((p) => p.totalCount !== p.idleCount || p.waitingCount > 0);
-    if (busy || this.#idle.length >= MAX_IDLE) severPostgres(store);
-    else {
-      this.#clocks.get(store)!.target = realClock;
-      this.#idle.push(store);
-    }
-    return Promise.resolve();
+    return [pool, hotPool].every((p) => p.totalCount === p.idleCount && p.waitingCount === 0);
   }
 
-  done(): Promise<void> {
-    return Promise.resolve();
-  }
-
-  async close(): Promise<void> {
-    await Promise.all(this.#idle.splice(0).map((store) => store.close()));
-    await this.#observer?.close();
-    this.#observer = undefined;
+  protected async closeDatabase(): Promise<void> {
     await this.admin.end();
   }
 }

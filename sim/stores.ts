@@ -125,22 +125,87 @@ export class SqliteFile implements SimStores {
 const MAX_IDLE = 8;
 
 /**
+ * Stores kept from one schedule to the next, each on a `SwitchClock` pointed at the process that
+ * uses it now. A store is kept when it has nothing in flight (`reusable`) and fewer than
+ * `MAX_IDLE` wait; otherwise it is severed. What differs per database is how a store is opened,
+ * how it is cut, and what "nothing in flight" means.
+ */
+export abstract class KeptStores implements SimStores {
+  abstract readonly realIo: boolean;
+  readonly #idle: Store[] = [];
+  readonly #clocks = new WeakMap<Store, SwitchClock>();
+  #observer: Store | undefined;
+
+  abstract sync(nowMs: number): Promise<void>;
+  abstract reset(): Promise<void>;
+  abstract sever(store: Store): void;
+  /** A new store of this database, on `clock`. */
+  protected abstract openNew(clock: Clock): Promise<Store>;
+  /** The observer's store, on the machine's clock. */
+  protected abstract openObserver(): Promise<Store>;
+  /** Whether a store has nothing in flight and may serve the next schedule. */
+  protected abstract reusable(store: Store): boolean;
+  /** Closes what the database itself holds (after the stores). */
+  protected abstract closeDatabase(): Promise<void>;
+
+  async observer(): Promise<Store> {
+    this.#observer ??= await this.openObserver();
+    return this.#observer;
+  }
+
+  async open(clock: Clock): Promise<Store> {
+    let store = this.#idle.pop();
+    if (store === undefined) {
+      const switchClock = new SwitchClock();
+      store = await this.openNew(switchClock);
+      this.#clocks.set(store, switchClock);
+    }
+    this.#clocks.get(store)!.target = clock;
+    return store;
+  }
+
+  release(store: Store): Promise<void> {
+    if (!this.reusable(store) || this.#idle.length >= MAX_IDLE) this.sever(store);
+    else {
+      this.#clocks.get(store)!.target = realClock;
+      this.#idle.push(store);
+    }
+    return Promise.resolve();
+  }
+
+  done(): Promise<void> {
+    return Promise.resolve();
+  }
+
+  async close(): Promise<void> {
+    await Promise.all(this.#idle.splice(0).map((store) => this.closeKept(store)));
+    await this.#observer?.close();
+    this.#observer = undefined;
+    await this.closeDatabase();
+  }
+
+  /** Closes an idle store at the end (nothing in flight). */
+  protected closeKept(store: Store): Promise<void> {
+    return store.close();
+  }
+}
+
+/**
  * One SQLite file for every schedule, its stores kept from one schedule to the next. Between
  * schedules one script empties every table (the append-only tables' delete triggers are dropped and
  * made again in the same transaction, from the template's own text) and the AUTOINCREMENT counters,
  * so each schedule starts on the template's empty ledger with the same ids.
  */
-export class SqlitePool implements SimStores {
+export class SqlitePool extends KeptStores {
   readonly realIo = false;
-  readonly #idle: Store[] = [];
-  readonly #clocks = new WeakMap<Store, SwitchClock>();
-  #observer: Store | undefined;
 
   private constructor(
     readonly path: string,
     private readonly admin: Database.Database,
     private readonly resetScript: string,
-  ) {}
+  ) {
+    super();
+  }
 
   /** A copy of the migrated `template` in `dir`, and the script that empties it. */
   static create(template: string, dir: string): SqlitePool {
@@ -165,46 +230,31 @@ export class SqlitePool implements SimStores {
     return Promise.resolve();
   }
 
-  async observer(): Promise<Store> {
-    this.#observer ??= await SqliteStore.open(this.path, { create: false });
-    return this.#observer;
-  }
-
-  async open(clock: Clock): Promise<Store> {
-    let store = this.#idle.pop();
-    if (store === undefined) {
-      const switchClock = new SwitchClock();
-      store = await SqliteStore.open(this.path, { clock: switchClock, create: false });
-      this.#clocks.set(store, switchClock);
-    }
-    this.#clocks.get(store)!.target = clock;
-    return store;
-  }
-
   sever(store: Store): void {
     severSqlite(store);
   }
 
-  release(store: Store): Promise<void> {
+  protected openNew(clock: Clock): Promise<Store> {
+    return SqliteStore.open(this.path, { clock, create: false });
+  }
+
+  protected openObserver(): Promise<Store> {
+    return SqliteStore.open(this.path, { create: false });
+  }
+
+  protected reusable(store: Store): boolean {
     const { writer } = connectionsOf(store);
-    if (writer?.open !== true || writer.inTransaction || this.#idle.length >= MAX_IDLE) {
-      severSqlite(store);
-    } else {
-      this.#clocks.get(store)!.target = realClock;
-      this.#idle.push(store);
-    }
+    return writer?.open === true && !writer.inTransaction;
+  }
+
+  protected override closeKept(store: Store): Promise<void> {
+    severSqlite(store);
     return Promise.resolve();
   }
 
-  done(): Promise<void> {
-    return Promise.resolve();
-  }
-
-  async close(): Promise<void> {
-    for (const store of this.#idle.splice(0)) severSqlite(store);
-    await this.#observer?.close();
-    this.#observer = undefined;
+  protected closeDatabase(): Promise<void> {
     this.admin.close();
+    return Promise.resolve();
   }
 }
 
