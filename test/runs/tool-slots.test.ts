@@ -51,11 +51,14 @@ describe.each(STORES)('tool slots in a run on %s', (_name, open) => {
   afterEach(() => runtimes.closeAll());
   afterAll(() => opened.cleanup());
 
-  it('a lease lost while a later wave waits for a slot: the earlier wave’s completed call is recorded', async () => {
+  /**
+   * A run whose one step calls a free tool and a busy one (concurrency 1, its slot held by another
+   * process): the free call goes in the first wave, the busy one waits for its slot.
+   */
+  async function twoWaveRun(finalText: string) {
     const executions: string[] = [];
     const free = limitedTool(`free_${newRunId('t')}`, executions);
     const busy = limitedTool(`busy_${newRunId('t')}`, executions);
-    // Another process holds the busy tool's only slot for the whole test.
     expect(await store.toolSlots.acquire(busy.name, 1, 'another-process', 60_000)).toBe(0);
     const { agent } = scriptedAgent(
       [
@@ -65,7 +68,7 @@ describe.each(STORES)('tool slots in a run on %s', (_name, open) => {
             { toolName: busy.name, input: { n: 2 } },
           ],
         },
-        { text: 'unreachable' },
+        { text: finalText },
       ],
       [free, busy],
     );
@@ -76,7 +79,12 @@ describe.each(STORES)('tool slots in a run on %s', (_name, open) => {
       input: 'Charge.',
       runId: newRunId(),
     });
-    const driving = runtime.drive(TENANT, run.runId);
+    return { executions, free, busy, runtime, run, driving: runtime.drive(TENANT, run.runId) };
+  }
+
+  it('a lease lost while a later wave waits for a slot: the earlier wave’s completed call is recorded', async () => {
+    // Another process holds the busy tool's only slot for the whole test.
+    const { executions, free, busy, runtime, run, driving } = await twoWaveRun('unreachable');
     // The free tool's call ran and let go of its slot; the busy tool's call waits for its slot.
     await waitFor(() => executions.length === 1);
     await waitFor(async () => (await store.toolSlots.held(free.name)).length === 0);
@@ -102,30 +110,7 @@ describe.each(STORES)('tool slots in a run on %s', (_name, open) => {
     // Held until the step ends, a known outcome waited with the later wave: past its attempt's
     // deadline, when a reconcile hook elsewhere could settle the call, and the late write then read
     // as a conflict (sim seed 200).
-    const executions: string[] = [];
-    const free = limitedTool(`free_${newRunId('t')}`, executions);
-    const busy = limitedTool(`busy_${newRunId('t')}`, executions);
-    expect(await store.toolSlots.acquire(busy.name, 1, 'another-process', 60_000)).toBe(0);
-    const { agent } = scriptedAgent(
-      [
-        {
-          toolCalls: [
-            { toolName: free.name, input: { n: 1 } },
-            { toolName: busy.name, input: { n: 2 } },
-          ],
-        },
-        { text: 'charged' },
-      ],
-      [free, busy],
-    );
-    const runtime = runtimes.open(store, [agent], { leaseMs: LEASE_MS });
-    const { run } = await runtime.startRun({
-      tenantId: TENANT,
-      agent: agent.name,
-      input: 'Charge.',
-      runId: newRunId(),
-    });
-    const driving = runtime.drive(TENANT, run.runId);
+    const { executions, busy, run, driving } = await twoWaveRun('charged');
     await waitFor(() => executions.length === 1);
     const firstKey = executions[0]!;
     // The busy tool's call still waits for its slot, and the free tool's call is already settled.
