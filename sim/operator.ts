@@ -40,7 +40,10 @@ export async function operatorAct(
     }
     case 'resolve-force-failed': {
       const calls = await ledger.list(TENANT, { statuses: ['started'], limit: 5 });
-      const call = calls.find((c) => c.effect !== 'read' && books.count(c.idempotencyKey) === 0);
+      // The books judge calls, not compensations (whose undo they count by the call's key).
+      const call = calls.find(
+        (c) => c.effect !== 'read' && c.compensationOf === null && books.count(c.idempotencyKey) === 0,
+      );
       if (call === undefined) return say('force: no started call without an effect');
       say(`force failed ${call.idempotencyKey}`);
       await runtime.resolve({
