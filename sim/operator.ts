@@ -40,9 +40,12 @@ export async function operatorAct(
     }
     case 'resolve-force-failed': {
       const calls = await ledger.list(TENANT, { statuses: ['started'], limit: 5 });
-      // The books judge calls, not compensations (whose undo they count by the call's key).
-      const call = calls.find(
-        (c) => c.effect !== 'read' && c.compensationOf === null && books.count(c.idempotencyKey) === 0,
+      // Nothing in the books yet: a call's effect is counted by its key, a compensation's undo by
+      // the key of the call it undoes.
+      const call = calls.find((c) =>
+        c.compensationOf === null
+          ? c.effect !== 'read' && books.count(c.idempotencyKey) === 0
+          : !books.undone.has(c.compensationOf),
       );
       if (call === undefined) return say('force: no started call without an effect');
       say(`force failed ${call.idempotencyKey}`);

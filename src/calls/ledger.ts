@@ -123,7 +123,11 @@ export class Ledger {
   ): CallDecision & { readonly mayLand: boolean } {
     const mayLand = this.mayLand(record);
     const decision = decideCall({
-      record: { status: record.status, settledBy: record.settledBy?.kind ?? null },
+      record: {
+        status: record.status,
+        settledBy: record.settledBy?.kind ?? null,
+        conflicted: record.conflictAt !== null,
+      },
       approval: 'not_needed',
       caller,
       hasHook,

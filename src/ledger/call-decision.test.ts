@@ -21,7 +21,9 @@ function everyFacts(): CallFacts[] {
   const all: CallFacts[] = [];
   const records: (CallFacts['record'] | undefined)[] = [
     undefined,
-    ...LEDGER_STATUSES.flatMap((status) => SETTLERS.map((settledBy) => ({ status, settledBy }))),
+    ...LEDGER_STATUSES.flatMap((status) =>
+      SETTLERS.flatMap((settledBy) => BOOLS.map((conflicted) => ({ status, settledBy, conflicted }))),
+    ),
   ];
   for (const record of records)
     for (const approval of APPROVALS)
@@ -48,7 +50,9 @@ const base = {
   mayLand: false,
   attemptsExhausted: false,
 } as const satisfies CallFacts;
-const rec = (status: LedgerStatus, settledBy: Settler = null) => ({ record: { status, settledBy } });
+const rec = (status: LedgerStatus, settledBy: Settler = null, conflicted = false) => ({
+  record: { status, settledBy, conflicted },
+});
 
 describe('the call decision table', () => {
   it.each<[string, CallFacts, CallAction]>([
@@ -111,6 +115,21 @@ describe('the call decision table', () => {
       'reopen',
     ],
     ['a guarded call that was not attempted', { ...base, ...rec('failed', 'runtime') }, 'reopen'],
+    [
+      'a guarded call an operator forced failed, whose attempt then landed (a conflict)',
+      { ...base, ...rec('failed', 'operator', true) },
+      'tell',
+    ],
+    [
+      "a run's call the hook found failed, whose attempt then landed (a conflict)",
+      { ...base, ...rec('failed', 'reconcile', true), caller: 'run' },
+      'tell',
+    ],
+    [
+      'a completed call that took a second effect (a conflict) still replays',
+      { ...base, ...rec('completed', 'runtime', true) },
+      'replay',
+    ],
   ])('%s → %s', (_what, facts, action) => {
     expect(decideCall(facts).action).toBe(action);
   });
@@ -136,6 +155,8 @@ describe('the call decision table', () => {
         expect(['reopen', 'replay', 'ask_hook', 'wait', 'unknown'], what).not.toContain(action);
       if (action === 'reopen') {
         expect(facts.record?.status, what).toBe('failed');
+        // A failed record whose attempt landed afterwards took effect: it is never run again.
+        expect(facts.record?.conflicted, what).toBe(false);
         expect(facts.mayLand, what).toBe(false);
         expect(facts.attemptsExhausted, what).toBe(false);
       }

@@ -29,6 +29,8 @@ export interface CallFacts {
     readonly status: LedgerStatus;
     /** Who settled it: `runtime` is the attempt's own outcome, `reconcile` the hook, `operator` a resolve. */
     readonly settledBy: Actor['kind'] | null;
+    /** A real outcome contradicted it after it was settled (`conflictAt`): on a `failed` record, it took effect. */
+    readonly conflicted: boolean;
   };
   /** For a call with no record: its tool's approval, if the tool needs one. */
   readonly approval: 'not_needed' | 'none' | 'pending' | 'approved' | 'rejected';
@@ -97,6 +99,13 @@ export const CALL_DECISION_TABLE: readonly Row[] = [
   // `failed` answer then only becomes a note (see `decideHookAnswer`).
   { when: (f) => status(f) === 'indeterminate' && f.hasHook, action: 'ask_hook', why: 'the hook can tell' },
   { when: (f) => status(f) === 'indeterminate', action: 'unknown', why: 'no hook can tell' },
+  // Whoever settled it `failed`, an attempt landed afterwards: running it again (a compensation's
+  // undo, a key's next attempt) would make a second effect. The record stays; an operator decides.
+  {
+    when: (f) => f.record?.conflicted === true,
+    action: 'tell',
+    why: 'it is recorded failed, but an attempt of it took effect afterwards (a conflict); an operator decides',
+  },
   {
     when: (f) => f.caller === 'run' && f.record?.settledBy === 'operator',
     action: 'tell',
@@ -128,7 +137,7 @@ export const CALL_DECISION_TABLE: readonly Row[] = [
  * What happens to a call, from the facts about it.
  *
  * @example
- * decideCall({ record: { status: 'failed', settledBy: 'reconcile' }, approval: 'not_needed',
+ * decideCall({ record: { status: 'failed', settledBy: 'reconcile', conflicted: false }, approval: 'not_needed',
  *   caller: 'run', hasHook: true, mayLand: true, attemptsExhausted: false }).action; // 'wait'
  */
 export function decideCall(facts: CallFacts): CallDecision {
