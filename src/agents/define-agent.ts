@@ -2,6 +2,7 @@ import type { OncelyLanguageModel } from '../models/ai-runtime.js';
 import { modelProblem } from '../models/model-version.js';
 import { z } from 'zod/v4';
 import { OncelyError } from '../errors/index.js';
+import { DEFAULT_REPEAT_POLICY, REPEAT_POLICIES, type RepeatPolicy } from '../ledger/index.js';
 import { isTool, type Tool } from '../tools/index.js';
 
 /** What a run does when a tool call's outcome is unknown (DESIGN §6). */
@@ -14,7 +15,16 @@ export interface AgentDefinition {
   readonly instructions: string;
   readonly model: OncelyLanguageModel;
   readonly tools: readonly Tool[];
-  readonly toolPolicy?: { readonly onIndeterminate?: OnIndeterminate };
+  readonly toolPolicy?: {
+    readonly onIndeterminate?: OnIndeterminate;
+    /**
+     * What happens when the model makes a call that repeats an earlier call of the run that took
+     * effect or may have (same tool, same `repeatKey`): `ask` an operator (the default), `refuse`
+     * it (the model hears the earlier outcome), or `allow` it. One policy for every tool, or a
+     * default and per-tool policies; a tool's own `onRepeat` comes between the two.
+     */
+    readonly onRepeat?: RepeatPolicy | RepeatPolicies;
+  };
   /** Model calls per turn of a run before it fails with `RUN_MAX_STEPS`; default 20. */
   readonly maxSteps?: number;
   /**
@@ -37,12 +47,24 @@ export interface AgentDefinition {
   readonly modelOutageRetries?: number;
 }
 
+/** An agent's repeat policies: per tool, then the tool's own, then `default`. */
+export interface RepeatPolicies {
+  readonly default?: RepeatPolicy;
+  readonly tools?: Readonly<Record<string, RepeatPolicy>>;
+}
+
 export interface Agent {
   readonly name: string;
   readonly instructions: string;
   readonly model: OncelyLanguageModel;
   readonly tools: readonly Tool[];
-  readonly toolPolicy: { readonly onIndeterminate: OnIndeterminate };
+  readonly toolPolicy: {
+    readonly onIndeterminate: OnIndeterminate;
+    readonly onRepeat: {
+      readonly default: RepeatPolicy;
+      readonly tools: Readonly<Record<string, RepeatPolicy>>;
+    };
+  };
   readonly maxSteps: number;
   readonly tokenBudget: number | null;
   readonly stream: boolean;
@@ -62,7 +84,20 @@ const agentSchema = z.object({
     if (problem !== undefined) ctx.addIssue({ code: 'custom', message: problem });
   }),
   tools: z.array(z.custom<Tool>(isTool, 'must be a tool made by defineTool')),
-  toolPolicy: z.object({ onIndeterminate: z.enum(ON_INDETERMINATE).optional() }).optional(),
+  toolPolicy: z
+    .object({
+      onIndeterminate: z.enum(ON_INDETERMINATE).optional(),
+      onRepeat: z
+        .union([
+          z.enum(REPEAT_POLICIES),
+          z.strictObject({
+            default: z.enum(REPEAT_POLICIES).optional(),
+            tools: z.record(z.string(), z.enum(REPEAT_POLICIES)).optional(),
+          }),
+        ])
+        .optional(),
+    })
+    .optional(),
   maxSteps: z.number().int().min(1).max(1000).optional(),
   tokenBudget: z.number().int().min(1).max(Number.MAX_SAFE_INTEGER).optional(),
   stream: z.boolean().optional(),
@@ -91,16 +126,40 @@ export function defineAgent(definition: AgentDefinition): Agent {
       `agent "${definition.name}" lists tool "${repeated[0]}" twice`,
     );
   }
+  const onRepeat = definition.toolPolicy?.onRepeat;
+  const policies: RepeatPolicies = typeof onRepeat === 'string' ? { default: onRepeat } : (onRepeat ?? {});
+  const unknownTool = Object.keys(policies.tools ?? {}).find((n) => !names.includes(n));
+  if (unknownTool !== undefined) {
+    throw new OncelyError(
+      'AGENT_DEFINITION_INVALID',
+      `agent "${definition.name}": toolPolicy.onRepeat.tools names "${unknownTool}", which is not one of its tools (${names.join(', ') || 'none'})`,
+    );
+  }
   return Object.freeze({
     name: definition.name,
     instructions: definition.instructions,
     model: definition.model,
     tools: Object.freeze([...definition.tools]),
-    toolPolicy: Object.freeze({ onIndeterminate: definition.toolPolicy?.onIndeterminate ?? 'fail' }),
+    toolPolicy: Object.freeze({
+      onIndeterminate: definition.toolPolicy?.onIndeterminate ?? 'fail',
+      onRepeat: Object.freeze({
+        default: policies.default ?? DEFAULT_REPEAT_POLICY,
+        tools: Object.freeze({ ...policies.tools }),
+      }),
+    }),
     maxSteps: definition.maxSteps ?? DEFAULT_MAX_STEPS,
     tokenBudget: definition.tokenBudget ?? null,
     stream: definition.stream ?? false,
     modelTimeoutMs: definition.modelTimeoutMs ?? DEFAULT_MODEL_TIMEOUT_MS,
     modelOutageRetries: definition.modelOutageRetries ?? DEFAULT_MODEL_OUTAGE_RETRIES,
   });
+}
+
+/**
+ * The repeat policy of a call of `tool` under `agent`: the agent's policy for that tool, else the
+ * tool's own `onRepeat`, else the agent's default. A read is never a repeat.
+ */
+export function repeatPolicyOf(policy: Agent['toolPolicy']['onRepeat'], tool: Tool): RepeatPolicy {
+  if (tool.effect.kind === 'read') return 'allow';
+  return policy.tools[tool.name] ?? tool.onRepeat ?? policy.default;
 }

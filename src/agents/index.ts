@@ -1,8 +1,10 @@
 export {
   defineAgent,
+  repeatPolicyOf,
   ON_INDETERMINATE,
   DEFAULT_MAX_STEPS,
   type Agent,
   type AgentDefinition,
   type OnIndeterminate,
+  type RepeatPolicies,
 } from './define-agent.js';

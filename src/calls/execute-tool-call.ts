@@ -345,6 +345,8 @@ async function proceed(
     case 'request_approval':
     case 'await_approval':
     case 'rejected':
+    case 'await_earlier':
+    case 'refuse_repeat':
       throw new Error(`decision "${decision.action}" for ${record.idempotencyKey}, which has a record`);
   }
 }

@@ -4,11 +4,12 @@ import {
   assertCallIds,
   assertTenantId,
   idempotencyKey,
+  isValidId,
   toJsonValue,
   type ToolExecutionRecord,
 } from '../ledger/index.js';
 import type { ReserveRequest } from '../store/index.js';
-import { assertTool, attemptBudgetMs, parseToolArgs, type Tool } from '../tools/index.js';
+import { assertTool, attemptBudgetMs, parseToolArgs, repeatDigestOf, type Tool } from '../tools/index.js';
 
 export interface CallIdentity {
   readonly runId: string;
@@ -19,6 +20,8 @@ export interface CallIdentity {
 export interface ToolCallRequest extends CallIdentity {
   readonly tool: Tool;
   readonly args: unknown;
+  /** The conversation the call is made in, when the caller has one: a repeat's scope. */
+  readonly conversationId?: string;
 }
 
 /** A validated call: its parsed arguments and the reservation that stands for it in the ledger. */
@@ -33,8 +36,15 @@ export function prepareCall(call: ToolCallRequest): PreparedCall {
   assertTool(call.tool);
   assertTenantId(call.tenantId);
   assertCallIds(call.runId, call.toolCallId);
+  if (call.conversationId !== undefined && !isValidId(call.conversationId)) {
+    throw new OncelyError(
+      'LEDGER_KEY_INVALID',
+      `conversation id ${JSON.stringify(call.conversationId)} is not valid; use 1-128 characters of A-Z a-z 0-9 _ . -`,
+    );
+  }
   const args = parseToolArgs(call.tool, call.args);
   const stored = toJsonValue(args);
+  const digest = argsDigest(stored);
   return {
     tool: call.tool,
     args,
@@ -46,9 +56,11 @@ export function prepareCall(call: ToolCallRequest): PreparedCall {
       toolName: call.tool.name,
       effect: call.tool.effect.kind,
       args: stored,
-      argsDigest: argsDigest(stored),
+      argsDigest: digest,
       compensationOf: null,
       attemptTimeoutMs: attemptBudgetMs(call.tool.effect, call.tool.timeoutMs),
+      repeatDigest: repeatDigestOf(call.tool, args, digest),
+      conversationId: call.conversationId ?? null,
     },
   };
 }

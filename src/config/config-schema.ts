@@ -1,5 +1,6 @@
 import { z } from 'zod/v4';
 import { ON_INDETERMINATE } from '../agents/index.js';
+import { REPEAT_POLICIES } from '../ledger/index.js';
 import { modelConfigSchema } from '../models/index.js';
 
 /** One agent as written in `oncely.yaml`. */
@@ -10,7 +11,21 @@ const agentSchema = z.strictObject({
   model: z.string().min(1),
   /** Names of tools exported by the tools module. */
   tools: z.array(z.string().min(1)).optional(),
-  tool_policy: z.strictObject({ on_indeterminate: z.enum(ON_INDETERMINATE).optional() }).optional(),
+  tool_policy: z
+    .strictObject({
+      on_indeterminate: z.enum(ON_INDETERMINATE).optional(),
+      /** `ask`, `refuse` or `allow`; or `{ default, tools: { name: policy } }`. */
+      on_repeat: z
+        .union([
+          z.enum(REPEAT_POLICIES),
+          z.strictObject({
+            default: z.enum(REPEAT_POLICIES).optional(),
+            tools: z.record(z.string(), z.enum(REPEAT_POLICIES)).optional(),
+          }),
+        ])
+        .optional(),
+    })
+    .optional(),
   max_steps: z.number().int().min(1).max(1000).optional(),
   token_budget: z.number().int().min(1).max(Number.MAX_SAFE_INTEGER).optional(),
   stream: z.boolean().optional(),

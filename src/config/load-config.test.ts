@@ -44,7 +44,7 @@ agents:
     instructions: Help customers with billing.
     model: default
     tools: [issue_credit, lookup_order]
-    tool_policy: { on_indeterminate: pause }
+    tool_policy: { on_indeterminate: pause, on_repeat: { default: ask, tools: { issue_credit: refuse } } }
     max_steps: 10
   - name: greeter
     instructions: Say hello.
@@ -206,10 +206,13 @@ agents:
     expect(billing?.instructions).toBe('Help customers with billing.');
     expect(billing?.tools.map((t) => t.name)).toEqual(['issue_credit', 'lookup_order']);
     expect(billing?.tools[0]).toBe(config.tools.get('issue_credit'));
-    expect(billing?.toolPolicy).toEqual({ onIndeterminate: 'pause' });
+    expect(billing?.toolPolicy).toEqual({
+      onIndeterminate: 'pause',
+      onRepeat: { default: 'ask', tools: { issue_credit: 'refuse' } },
+    });
     expect(billing?.maxSteps).toBe(10);
     const greeter = config.agents.get('greeter');
-    expect(greeter?.toolPolicy).toEqual({ onIndeterminate: 'fail' });
+    expect(greeter?.toolPolicy).toEqual({ onIndeterminate: 'fail', onRepeat: { default: 'ask', tools: {} } });
     expect(greeter?.maxSteps).toBe(20);
     expect(greeter?.tools).toEqual([]);
     const result = await greeter?.model.doGenerate({

@@ -269,6 +269,7 @@ function buildAgents(
   (doc.agents ?? []).forEach((agent, i) => {
     try {
       const onIndeterminate = agent.tool_policy?.on_indeterminate;
+      const onRepeat = agent.tool_policy?.on_repeat;
       agents.set(
         agent.name,
         defineAgent({
@@ -276,7 +277,10 @@ function buildAgents(
           instructions: agent.instructions,
           model: models.get(agent.model) as OncelyLanguageModel, // checked by referenceProblems
           tools: (agent.tools ?? []).map((name) => tools.get(name) as Tool),
-          ...(onIndeterminate === undefined ? {} : { toolPolicy: { onIndeterminate } }),
+          toolPolicy: {
+            ...(onIndeterminate === undefined ? {} : { onIndeterminate }),
+            ...(onRepeat === undefined ? {} : { onRepeat }),
+          },
           ...(agent.max_steps === undefined ? {} : { maxSteps: agent.max_steps }),
           ...(agent.token_budget === undefined ? {} : { tokenBudget: agent.token_budget }),
           ...(agent.stream === undefined ? {} : { stream: agent.stream }),

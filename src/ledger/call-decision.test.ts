@@ -15,6 +15,12 @@ type Settler = 'runtime' | 'reconcile' | 'operator' | null;
 const SETTLERS: readonly Settler[] = ['runtime', 'reconcile', 'operator', null];
 const APPROVALS: readonly CallFacts['approval'][] = ['not_needed', 'none', 'pending', 'approved', 'rejected'];
 const BOOLS = [false, true] as const;
+const REPEATS: (CallFacts['repeat'] | undefined)[] = [
+  undefined,
+  ...(['standing', 'unknown'] as const).flatMap((earlier) =>
+    (['ask', 'refuse'] as const).map((policy) => ({ earlier, policy })),
+  ),
+];
 
 /** Every combination of facts the table can be asked about. */
 function everyFacts(): CallFacts[] {
@@ -30,16 +36,18 @@ function everyFacts(): CallFacts[] {
       for (const caller of ['run', 'guarded'] as const)
         for (const hasHook of BOOLS)
           for (const mayLand of BOOLS)
-            for (const attemptsExhausted of BOOLS) {
-              all.push({
-                ...(record === undefined ? {} : { record }),
-                approval,
-                caller,
-                hasHook,
-                mayLand,
-                attemptsExhausted,
-              });
-            }
+            for (const attemptsExhausted of BOOLS)
+              for (const repeat of record === undefined ? REPEATS : [undefined]) {
+                all.push({
+                  ...(record === undefined ? {} : { record }),
+                  ...(repeat === undefined ? {} : { repeat }),
+                  approval,
+                  caller,
+                  hasHook,
+                  mayLand,
+                  attemptsExhausted,
+                });
+              }
   return all;
 }
 
@@ -61,6 +69,41 @@ describe('the call decision table', () => {
     ['a new call an operator rejected', { ...base, approval: 'rejected' }, 'rejected'],
     ['a new call', base, 'reserve'],
     ['a new approved call', { ...base, approval: 'approved' }, 'reserve'],
+    [
+      'a repeat of a call that took effect, under ask',
+      { ...base, repeat: { earlier: 'standing', policy: 'ask' } },
+      'request_approval',
+    ],
+    [
+      'a repeat of a call that took effect, under ask, its approval pending',
+      { ...base, approval: 'pending', repeat: { earlier: 'standing', policy: 'ask' } },
+      'await_approval',
+    ],
+    [
+      'a repeat an operator approved',
+      { ...base, approval: 'approved', repeat: { earlier: 'standing', policy: 'ask' } },
+      'reserve',
+    ],
+    [
+      'a repeat an operator rejected',
+      { ...base, approval: 'rejected', repeat: { earlier: 'standing', policy: 'ask' } },
+      'rejected',
+    ],
+    [
+      'a repeat of a call that took effect, under refuse',
+      { ...base, repeat: { earlier: 'standing', policy: 'refuse' } },
+      'refuse_repeat',
+    ],
+    [
+      'a repeat of a call that took effect, under refuse, of a tool that needs an approval',
+      { ...base, approval: 'none', repeat: { earlier: 'standing', policy: 'refuse' } },
+      'refuse_repeat',
+    ],
+    [
+      'a repeat of a call nobody knows the outcome of, even an approved one',
+      { ...base, approval: 'approved', repeat: { earlier: 'unknown', policy: 'ask' } },
+      'await_earlier',
+    ],
     [
       'a completed call, even one that may land',
       { ...base, ...rec('completed', 'runtime'), mayLand: true },
@@ -153,6 +196,7 @@ describe('the call decision table', () => {
       if (facts.record !== undefined) expect(action, what).not.toBe('reserve');
       if (facts.record === undefined)
         expect(['reopen', 'replay', 'ask_hook', 'wait', 'unknown'], what).not.toContain(action);
+      if (facts.repeat === undefined) expect(['await_earlier', 'refuse_repeat'], what).not.toContain(action);
       if (action === 'reopen') {
         expect(facts.record?.status, what).toBe('failed');
         // A failed record whose attempt landed afterwards took effect: it is never run again.
@@ -162,6 +206,11 @@ describe('the call decision table', () => {
       }
       if (runs && facts.record === undefined)
         expect(['not_needed', 'approved'], what).toContain(facts.approval);
+      // A repeat of a standing effect runs only with an operator's approval; of an unknown one, never.
+      if (runs && facts.repeat !== undefined) {
+        expect(facts.repeat.earlier, what).toBe('standing');
+        expect(facts.approval, what).toBe('approved');
+      }
       // A started record whose attempt may land is neither reconciled nor run: a frozen process is not gone.
       if (facts.record?.status === 'started' && facts.mayLand) expect(action, what).toBe('wait');
       // What took effect is never run or asked again.

@@ -20,6 +20,8 @@ export const CALL_ACTIONS = [
   'request_approval', // needs an approval nobody asked for yet: ask, then wait
   'await_approval', //   asked, not decided yet
   'rejected', //         an operator rejected it: it is never run
+  'await_earlier', //    a repeat of an earlier call nobody knows the outcome of yet: wait for it
+  'refuse_repeat', //    a repeat of a call that took effect, under `refuse`: never run; say so
 ] as const;
 export type CallAction = (typeof CALL_ACTIONS)[number];
 
@@ -32,8 +34,16 @@ export interface CallFacts {
     /** A real outcome contradicted it after it was settled (`conflictAt`): on a `failed` record, it took effect. */
     readonly conflicted: boolean;
   };
-  /** For a call with no record: its tool's approval, if the tool needs one. */
+  /**
+   * For a call with no record: its approval — the tool's own, or a repeat's — as it stands; `none`
+   * when the tool needs one and none was asked for, `not_needed` when neither needs one.
+   */
   readonly approval: 'not_needed' | 'none' | 'pending' | 'approved' | 'rejected';
+  /**
+   * For a call with no record: an earlier call of its scope with the same identity (a repeat) that
+   * took effect or may have, and the repeat policy; absent when there is none, or under `allow`.
+   */
+  readonly repeat?: { readonly earlier: 'standing' | 'unknown'; readonly policy: 'ask' | 'refuse' };
   /** A run tells the model what an operator decided; a guarded call runs a `failed` key again. */
   readonly caller: 'run' | 'guarded';
   readonly hasHook: boolean;
@@ -62,17 +72,34 @@ const status = (f: CallFacts): LedgerStatus | undefined => f.record?.status;
 
 /** The table, first match wins. Every combination of facts matches exactly one row's `when` first. */
 export const CALL_DECISION_TABLE: readonly Row[] = [
-  {
-    when: (f) => !f.record && f.approval === 'none',
-    action: 'request_approval',
-    why: 'needs an approval; none was asked for yet',
-  },
+  { when: (f) => !f.record && f.approval === 'rejected', action: 'rejected', why: 'an operator rejected it' },
   {
     when: (f) => !f.record && f.approval === 'pending',
     action: 'await_approval',
     why: 'the approval is not decided yet',
   },
-  { when: (f) => !f.record && f.approval === 'rejected', action: 'rejected', why: 'an operator rejected it' },
+  // Nobody can know yet whether this would be a second effect, not even an approver: wait.
+  {
+    when: (f) => !f.record && f.repeat?.earlier === 'unknown',
+    action: 'await_earlier',
+    why: 'an identical earlier call may have taken effect; it waits until that one is settled',
+  },
+  { when: (f) => !f.record && f.approval === 'approved', action: 'reserve', why: 'an operator approved it' },
+  {
+    when: (f) => !f.record && f.repeat?.policy === 'refuse',
+    action: 'refuse_repeat',
+    why: 'an identical earlier call took effect, and repeats are refused',
+  },
+  {
+    when: (f) => !f.record && f.repeat !== undefined,
+    action: 'request_approval',
+    why: 'an identical earlier call took effect; an operator decides whether this one goes out too',
+  },
+  {
+    when: (f) => !f.record && f.approval === 'none',
+    action: 'request_approval',
+    why: 'needs an approval; none was asked for yet',
+  },
   { when: (f) => !f.record, action: 'reserve', why: 'a new call' },
   {
     when: (f) => status(f) === 'completed',

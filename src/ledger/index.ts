@@ -53,3 +53,13 @@ export {
   type CallFacts,
   type HookAnswerAction,
 } from './call-decision.js';
+export {
+  REPEAT_POLICIES,
+  DEFAULT_REPEAT_POLICY,
+  repeatDigest,
+  earlierState,
+  earlierOf,
+  type RepeatPolicy,
+  type RepeatScope,
+  type EarlierState,
+} from './repeats.js';

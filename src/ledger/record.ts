@@ -46,6 +46,13 @@ export interface ToolExecutionRecord {
   readonly attemptTimeoutMs: number | null;
   /** Set when a real outcome contradicted the settled record (see `conflict` events). */
   readonly conflictAt: string | null;
+  /**
+   * The digest of the tool and the identity of its arguments (see `repeatDigest`): two calls with
+   * one digest are the same effect. Null for a read, a compensation, and records made before it was kept.
+   */
+  readonly repeatDigest: string | null;
+  /** The conversation a guarded call was made in, when its caller named one. */
+  readonly conversationId: string | null;
   readonly settledAt: string | null;
   readonly settledBy: Actor | null;
 }

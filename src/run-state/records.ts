@@ -12,6 +12,7 @@ export const HEARD_KINDS = [
   'rejected',
   'invalid_call',
   'read_failed',
+  'repeat_refused',
 ] as const;
 export type HeardKind = (typeof HEARD_KINDS)[number];
 
@@ -32,6 +33,11 @@ export interface PendingCall {
   readonly problem?: string;
   /** Set once the call is settled; the model hears it when every call of the step is. */
   readonly heard?: HeardResult;
+  /**
+   * A repeat waiting for the earlier identical call it repeats (its key) to be settled: the run
+   * waits in `awaiting_reconciliation` until that call is no longer unknown.
+   */
+  readonly waitsFor?: string;
 }
 
 /**
@@ -134,6 +140,11 @@ export interface ApprovalRecord {
   readonly toolName: string;
   readonly args: JsonValue;
   readonly argsDigest: string;
+  /**
+   * Asked for because this call repeats an earlier one of its scope that took effect (`onRepeat:
+   * 'ask'`): that call's key. Null for a tool's own approval of a call that repeats nothing.
+   */
+  readonly repeatOf: string | null;
   readonly status: ApprovalStatus;
   readonly decidedBy: string | null;
   readonly reason: string | null;

@@ -21,6 +21,8 @@ export const NOTES = {
   readFailed: 'This lookup failed on every try. It changed nothing.',
   settledCompleted:
     'An operator checked the downstream system and settled this call: it took effect. Do not make it again.',
+  repeatRefused:
+    'This call was not run: an identical call (the same tool, the same effect) was already made and took effect, or may have; it is shown as `earlier`. Making it again would do it twice. Do not retry it. If the user really wants it done a second time, tell them it was refused as a repeat of that call; an operator can make a second one.',
   tookEffect:
     'Correction: this call was settled as not taken effect, but its effect then landed. It did take effect. Do not make it again.',
 } as const;
@@ -239,7 +241,36 @@ export function heardOfFailed(record: ToolExecutionRecord): HeardResult {
 }
 
 export function heardOfRejection(approval: ApprovalRecord): HeardResult {
-  return heardRejected(approval.reason ?? 'rejected at approval');
+  const reason = approval.reason ?? 'rejected at approval';
+  if (approval.repeatOf === null) return heardRejected(reason);
+  return heardRejected(`${reason} (asked for as a repeat of tool call ${approval.repeatOf})`);
+}
+
+/**
+ * A repeat refused (`onRepeat: 'refuse'`): not run; the model hears the earlier call it repeats, what
+ * it came to (its result, its downstream reference) and its key.
+ */
+export function heardRepeatRefused(earlier: ToolExecutionRecord): HeardResult {
+  const came =
+    earlier.status === 'failed'
+      ? 'took_effect'
+      : earlier.status === 'started' || earlier.status === 'indeterminate'
+        ? 'unknown'
+        : earlier.status;
+  return {
+    kind: 'repeat_refused',
+    type: 'error-json',
+    value: {
+      status: 'repeat_refused',
+      earlier: {
+        key: earlier.idempotencyKey,
+        status: came,
+        result: earlier.status === 'completed' ? earlier.result : null,
+        result_reference: earlier.resultReference,
+      },
+      note: NOTES.repeatRefused,
+    },
+  };
 }
 
 function describeActor(actor: Actor): string {

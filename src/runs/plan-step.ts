@@ -7,11 +7,19 @@ import {
   type PreparedCall,
   type ToolCallOutcome,
 } from '../calls/index.js';
-import type { ToolExecutionRecord } from '../ledger/index.js';
+import { decideCall, type CallFacts, type ToolExecutionRecord } from '../ledger/index.js';
+import type { Agent } from '../agents/index.js';
 import type { ApprovalRecord, HeardResult, PendingCall } from '../run-state/index.js';
 import type { NewApproval } from '../store/index.js';
 import type { Tool } from '../tools/index.js';
-import { heardInvalidCall, heardOfRecorded, heardOfRejection, heardRejected } from './heard.js';
+import {
+  heardInvalidCall,
+  heardOfRecorded,
+  heardOfRejection,
+  heardRejected,
+  heardRepeatRefused,
+} from './heard.js';
+import { findRepeats, type Repeats } from './repeats.js';
 
 /** What the calls of a step need before any of them is reserved. */
 export interface StepPlan {
@@ -30,7 +38,22 @@ export interface StepPlan {
    * since they were reserved): they stay unknown, to be settled by an operator.
    */
   readonly standing: ReadonlyMap<string, ToolCallOutcome>;
+  /**
+   * Repeats that wait for the earlier call they repeat to be settled (its outcome is unknown, or it
+   * is a call of this same step not made yet): by call id, the earlier call's key.
+   */
+  readonly deferred: ReadonlyMap<string, string>;
+  /** Of `deferred`, the ones whose earlier call is in this step and is being made now. */
+  readonly deferredInStep: ReadonlySet<string>;
+  /** Repeats found this pass, by call id: the earlier key and what the table decided (for events). */
+  readonly repeats: ReadonlyMap<string, { readonly of: string; readonly decision: RepeatDecision }>;
 }
+
+/**
+ * What became of a repeat: an approval asked for, refused, waiting for the earlier call, or (its
+ * approval decided) approved or rejected.
+ */
+export type RepeatDecision = 'ask' | 'refuse' | 'wait' | 'approved' | 'rejected';
 
 export interface PlanContext {
   readonly ledger: Ledger;
@@ -42,6 +65,8 @@ export interface PlanContext {
    * exist for their fresh ids, so nothing is read.
    */
   readonly fresh: boolean;
+  /** The agent's repeat policies (`toolPolicy.onRepeat`). */
+  readonly onRepeat: Agent['toolPolicy']['onRepeat'];
 }
 
 /**
@@ -58,6 +83,19 @@ export async function planStep(context: PlanContext, calls: readonly PendingCall
   const standing = new Map<string, ToolCallOutcome>();
   const records = context.fresh ? new Map<string, ToolExecutionRecord>() : await readRecords(context, calls);
   const approvals = context.fresh ? new Map<string, ApprovalRecord>() : await readApprovals(context, calls);
+  const deferred = new Map<string, string>();
+  const deferredInStep = new Set<string>();
+  const found = new Map<string, { of: string; decision: RepeatDecision }>();
+  const preparedOf = new Map(
+    calls.filter((c) => c.heard === undefined).map((c) => [c.toolCallId, prepare(context, c)] as const),
+  );
+  const repeats: Repeats = await findRepeats(
+    context,
+    calls.flatMap((c) => {
+      const p = preparedOf.get(c.toolCallId);
+      return p === undefined || 'invalid' in p || records.has(c.toolCallId) ? [] : [p];
+    }),
+  );
 
   for (const call of calls) {
     const id = call.toolCallId;
@@ -71,7 +109,7 @@ export async function planStep(context: PlanContext, calls: readonly PendingCall
       }
       continue;
     }
-    const prepared = prepare(context, call);
+    const prepared = preparedOf.get(id)!;
     const record = records.get(id);
     if (record !== undefined && ('invalid' in prepared || !sameCall(prepared, record))) {
       // A deploy since changed the tool (renamed, or its schema parses the input otherwise): the call
@@ -92,29 +130,101 @@ export async function planStep(context: PlanContext, calls: readonly PendingCall
       else heard.set(id, settled);
       continue;
     }
-    if (!prepared.tool.effect.approval) {
-      ready.push(prepared);
-      continue;
-    }
     const approval = approvals.get(id);
-    if (approval === undefined) {
-      newApprovals.push(approvalOf(prepared));
-      awaiting.add(id);
-    } else if (approval.status === 'pending') {
-      awaiting.add(id);
-    } else if (approval.status === 'rejected') {
-      heard.set(id, heardOfRejection(approval));
-    } else if (approval.argsDigest !== prepared.request.argsDigest) {
-      heard.set(id, heardRejected('the approval was given for other arguments than this call has'));
-    } else if (approval.status === 'approved') {
-      ready.push(prepared);
-      consume.push(prepared);
-    } else {
-      // Consumed, yet no record: consumption and reservation commit together, so this cannot be.
-      throw new Error(`approval of ${approval.idempotencyKey} was consumed but the call has no record`);
+    const repeat = repeats.of(prepared);
+    const { action } = decideCall(newCallFacts(prepared, approval, repeat));
+    const decision = repeat === undefined ? undefined : repeatDecision(action);
+    if (decision !== undefined) found.set(id, { of: repeat!.earlierKey, decision });
+    switch (action) {
+      case 'reserve':
+        ready.push(prepared);
+        repeats.made(prepared);
+        if (approval !== undefined) consume.push(prepared);
+        break;
+      case 'request_approval':
+        newApprovals.push({ ...approvalOf(prepared), repeatOf: repeat?.earlierKey ?? null });
+        awaiting.add(id);
+        repeats.made(prepared);
+        break;
+      case 'await_approval':
+        awaiting.add(id);
+        repeats.made(prepared);
+        break;
+      case 'rejected':
+        heard.set(
+          id,
+          approval?.status === 'rejected'
+            ? heardOfRejection(approval)
+            : heardRejected('the approval was given for other arguments than this call has'),
+        );
+        break;
+      case 'refuse_repeat':
+        heard.set(id, heardRepeatRefused(repeat!.earlier!));
+        break;
+      case 'await_earlier':
+        deferred.set(id, repeat!.earlierKey);
+        if (repeat!.earlier === undefined) deferredInStep.add(id);
+        repeats.made(prepared);
+        break;
+      default:
+        throw new Error(`decision "${action}" for ${prepared.request.idempotencyKey}, which has no record`);
     }
   }
-  return { heard, ready, consume, newApprovals, awaiting, standing };
+  return {
+    heard,
+    ready,
+    consume,
+    newApprovals,
+    awaiting,
+    standing,
+    deferred,
+    deferredInStep,
+    repeats: found,
+  };
+}
+
+/** The decision table's facts about a call with no record: its approval, and what it repeats. */
+function newCallFacts(
+  prepared: PreparedCall,
+  approval: ApprovalRecord | undefined,
+  repeat: ReturnType<Repeats['of']>,
+): CallFacts {
+  return {
+    approval: approvalState(prepared, approval),
+    caller: 'run',
+    hasHook: false,
+    mayLand: false,
+    attemptsExhausted: false,
+    ...(repeat === undefined ? {} : { repeat: { earlier: repeat.state, policy: repeat.policy } }),
+  };
+}
+
+function approvalState(prepared: PreparedCall, approval: ApprovalRecord | undefined): CallFacts['approval'] {
+  if (approval === undefined) return prepared.tool.effect.approval ? 'none' : 'not_needed';
+  if (approval.status === 'pending') return 'pending';
+  if (approval.status === 'rejected' || approval.argsDigest !== prepared.request.argsDigest)
+    return 'rejected';
+  if (approval.status === 'approved') return 'approved';
+  // Consumed, yet no record: consumption and reservation commit together, so this cannot be.
+  throw new Error(`approval of ${approval.idempotencyKey} was consumed but the call has no record`);
+}
+
+/** What the table's action says of a repeat; undefined when nothing new was decided (still pending). */
+function repeatDecision(action: string): RepeatDecision | undefined {
+  switch (action) {
+    case 'refuse_repeat':
+      return 'refuse';
+    case 'await_earlier':
+      return 'wait';
+    case 'request_approval':
+      return 'ask';
+    case 'reserve':
+      return 'approved';
+    case 'rejected':
+      return 'rejected';
+    default:
+      return undefined;
+  }
 }
 
 function prepare(context: PlanContext, call: PendingCall): PreparedCall | { invalid: string } {
@@ -199,7 +309,11 @@ async function readApprovals(
   context: PlanContext,
   calls: readonly PendingCall[],
 ): Promise<Map<string, ApprovalRecord>> {
-  const needed = calls.some((c) => c.heard === undefined && context.tools.get(c.toolName)?.effect.approval);
+  // A tool's own approval, or a repeat's (asked for a call of any tool that changes something).
+  const needed = calls.some((c) => {
+    const tool = c.heard === undefined ? context.tools.get(c.toolName) : undefined;
+    return tool !== undefined && tool.effect.kind !== 'read';
+  });
   if (!needed) return new Map();
   const approvals = await context.ledger.store.runs.approvalsOfRun(context.tenantId, context.runId);
   const prefix = `${context.runId}:`;

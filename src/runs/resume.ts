@@ -96,7 +96,12 @@ async function blockersOfPage(
   status: WaitingStatus,
   page: readonly Waiting[],
 ): Promise<Map<Waiting, Blockers>> {
-  const keysOf = (run: Waiting): string[] => unheard(run).map((c) => `${run.runId}:${c.toolCallId}`);
+  // A repeat waits for the earlier call it repeats (`waitsFor`), perhaps of another run.
+  const keysOf = (run: Waiting): string[] =>
+    unheard(run).flatMap((c) => [
+      `${run.runId}:${c.toolCallId}`,
+      ...(c.waitsFor === undefined ? [] : [c.waitsFor]),
+    ]);
   const held = new Map<Waiting, Blockers>();
   if (status === 'awaiting_reconciliation') {
     const records = await ledger.store.ledger.getMany(

@@ -46,6 +46,7 @@ export async function settleStep(driver: StepDriver): Promise<DriveEnd | undefin
         runId: driver.run.runId,
         tools: driver.tools,
         fresh: driver.fresh,
+        onRepeat: driver.agent.toolPolicy.onRepeat,
       },
       pending.calls,
     );
@@ -200,6 +201,13 @@ function tell(
   const told = calls.map((call): PendingCall => {
     const id = call.toolCallId;
     const key = `${driver.run.runId}:${id}`;
+    const repeat = plan.repeats.get(id);
+    if (repeat !== undefined) {
+      events.push({
+        type: 'tool.repeat',
+        data: { key, toolName: call.toolName, repeatOf: repeat.of, decision: repeat.decision },
+      });
+    }
     const outcome = outcomes.get(id);
     const heard = plan.heard.get(id) ?? (outcome === undefined ? undefined : heardOf(outcome, null));
     if (heard !== undefined && heard !== call.heard) {
@@ -207,6 +215,8 @@ function tell(
       return { ...call, heard };
     }
     if (call.heard !== undefined || plan.awaiting.has(id)) return call;
+    const waitsFor = plan.deferred.get(id);
+    if (waitsFor !== undefined) return waitsFor === call.waitsFor ? call : { ...call, waitsFor };
     if (outcome?.status === 'unknown') {
       unknown.push(call);
       const retryAt = outcome.waiting?.retryAt;
@@ -271,6 +281,19 @@ function decide(driver: StepDriver, told: Told, plan: StepPlan, mayPassAgain: bo
     }
     if (driver.agent.toolPolicy.onIndeterminate === 'fail') return failUnknown(driver, waiting, told);
     const reason = unknownReason(driver, told.unknown);
+    const events = [...told.events, ...approvalEvents(plan)];
+    return ending(driver, waiting, 'awaiting_reconciliation', { events, reason }, plan.newApprovals);
+  }
+  if (plan.deferred.size > 0) {
+    // A call of this step waits for an identical one made in this pass: once that one is recorded,
+    // the next pass says whether this one repeats an effect.
+    if (mayPassAgain && [...plan.deferred.keys()].some((id) => plan.deferredInStep.has(id))) {
+      return going('again');
+    }
+    const waits = [...plan.deferred].map(([id, earlier]) => `${driver.run.runId}:${id} (repeats ${earlier})`);
+    const reason =
+      `tool call ${waits.join(', ')} repeats an earlier identical call whose outcome is unknown: it ` +
+      'waits until that call is settled (by its reconcile hook or an operator), then is treated by what it came to';
     const events = [...told.events, ...approvalEvents(plan)];
     return ending(driver, waiting, 'awaiting_reconciliation', { events, reason }, plan.newApprovals);
   }

@@ -1,4 +1,4 @@
-import { RESERVABLE_STATUSES, settles, type Actor } from '../ledger/index.js';
+import { RESERVABLE_STATUSES, settles, type Actor, type RepeatScope } from '../ledger/index.js';
 import {
   UNKNOWN_PREDICATE,
   assertDistinctKeys,
@@ -42,21 +42,22 @@ const CLOCK = 'clock AS (SELECT oncely_now() AS at)';
  * holds (a step's reservations, only once its response is saved).
  */
 /** How many parameters reserveCtes takes (reserveParams' length). */
-export const RESERVE_PARAMS = 12;
+export const RESERVE_PARAMS = 14;
 
 export function reserveCtes(at: number, when?: string): string {
   const p = numbered(at);
   return `${CLOCK}, req AS (
   SELECT * FROM unnest(${p(1)}::text[], ${p(2)}::text[], ${p(3)}::text[], ${p(4)}::text[], ${p(5)}::text[], ${p(6)}::jsonb[],
-                       ${p(7)}::text[], ${p(8)}::text[], ${p(12)}::integer[])
+                       ${p(7)}::text[], ${p(8)}::text[], ${p(12)}::integer[], ${p(13)}::text[], ${p(14)}::text[])
     AS r(idempotency_key, run_id, tool_call_id, tool_name, effect, args, args_digest, compensation_of,
-         attempt_timeout_ms)
+         attempt_timeout_ms, repeat_digest, conversation_id)
 ), up AS (
   INSERT INTO tool_executions AS t (tenant_id, idempotency_key, run_id, tool_call_id, tool_name, effect,
     args, args_digest, status, attempt, version, compensation_of, attempt_timeout_ms, created_at, updated_at,
-    attempt_started_at)
+    attempt_started_at, repeat_digest, conversation_id)
   SELECT ${p(9)}, idempotency_key, run_id, tool_call_id, tool_name, effect, args, args_digest, 'started', 1, 1,
-    compensation_of, attempt_timeout_ms, (SELECT at FROM clock), (SELECT at FROM clock), (SELECT at FROM clock)
+    compensation_of, attempt_timeout_ms, (SELECT at FROM clock), (SELECT at FROM clock), (SELECT at FROM clock),
+    repeat_digest, conversation_id
   FROM req${when === undefined ? '' : ` WHERE ${when}`} ORDER BY idempotency_key
   ON CONFLICT (tenant_id, idempotency_key) DO NOTHING
   RETURNING t.*
@@ -92,9 +93,10 @@ WHERE NOT EXISTS (SELECT 1 FROM up WHERE up.idempotency_key = req.idempotency_ke
   sqlite: `
 INSERT INTO tool_executions (tenant_id, idempotency_key, run_id, tool_call_id, tool_name, effect, args,
   args_digest, status, attempt, version, compensation_of, attempt_timeout_ms, created_at, updated_at,
-  attempt_started_at)
+  attempt_started_at, repeat_digest, conversation_id)
 VALUES (@tenantId, @idempotencyKey, @runId, @toolCallId, @toolName, @effect, @args,
-  @argsDigest, 'started', 1, 1, @compensationOf, @attemptTimeoutMs, @now, @now, @now)
+  @argsDigest, 'started', 1, 1, @compensationOf, @attemptTimeoutMs, @now, @now, @now, @repeatDigest,
+  @conversationId)
 ON CONFLICT (tenant_id, idempotency_key) DO NOTHING
 RETURNING *`,
 } as const;
@@ -108,9 +110,9 @@ export const RESERVE_ONE = {
 WITH ${CLOCK}, up AS (
   INSERT INTO tool_executions AS t (tenant_id, idempotency_key, run_id, tool_call_id, tool_name, effect,
     args, args_digest, status, attempt, version, compensation_of, attempt_timeout_ms, created_at, updated_at,
-    attempt_started_at)
+    attempt_started_at, repeat_digest, conversation_id)
   VALUES ($9, $1, $2, $3, $4, $5, $6::jsonb, $7, 'started', 1, 1, $8, $12::integer,
-    (SELECT at FROM clock), (SELECT at FROM clock), (SELECT at FROM clock))
+    (SELECT at FROM clock), (SELECT at FROM clock), (SELECT at FROM clock), $13, $14)
   ON CONFLICT (tenant_id, idempotency_key) DO NOTHING
   RETURNING t.*
 ), ${reservedEvents('$10', '$11')}
@@ -135,6 +137,8 @@ export function reserveOneParams(r: ReserveRequest, actor: Actor): unknown[] {
     actor.kind,
     actor.id,
     r.attemptTimeoutMs,
+    r.repeatDigest ?? null,
+    r.conversationId ?? null,
   ];
 }
 
@@ -153,6 +157,8 @@ export function reserveParams(fresh: readonly ReserveRequest[], actor: Actor): u
     actor.kind,
     actor.id,
     fresh.map((r) => r.attemptTimeoutMs),
+    fresh.map((r) => r.repeatDigest ?? null),
+    fresh.map((r) => r.conversationId ?? null),
   ];
 }
 
@@ -429,3 +435,55 @@ export const LIST = {
     };
   },
 };
+
+/** At most this many earlier calls are read per lookup, the newest (one is enough to decide). */
+const REPEATS_LIMIT = 200;
+
+/**
+ * REPEATS: the earlier calls with one of these digests in a scope (a run, a conversation, or the
+ * tenant since a time) that took effect or may have (a `failed` one without a conflict did not),
+ * newest first, served by `tool_executions_repeats`. A scope's column is the
+ * third parameter: the run id, the conversation id, or the earliest creation time.
+ */
+export const REPEATS = {
+  postgres: {
+    run: `SELECT * FROM tool_executions
+WHERE tenant_id = $1 AND repeat_digest = ANY($2::text[]) AND run_id = $3
+AND NOT (status = 'failed' AND conflict_at IS NULL)
+ORDER BY created_at DESC LIMIT ${REPEATS_LIMIT}`,
+    conversation: `SELECT * FROM tool_executions
+WHERE tenant_id = $1 AND repeat_digest = ANY($2::text[]) AND conversation_id = $3
+AND NOT (status = 'failed' AND conflict_at IS NULL)
+ORDER BY created_at DESC LIMIT ${REPEATS_LIMIT}`,
+    tenant: `SELECT * FROM tool_executions
+WHERE tenant_id = $1 AND repeat_digest = ANY($2::text[]) AND created_at >= $3::timestamptz
+AND NOT (status = 'failed' AND conflict_at IS NULL)
+ORDER BY created_at DESC LIMIT ${REPEATS_LIMIT}`,
+  },
+  sqlite: {
+    run: `SELECT * FROM tool_executions
+WHERE tenant_id = ? AND repeat_digest IN (SELECT value FROM json_each(?)) AND run_id = ?
+AND NOT (status = 'failed' AND conflict_at IS NULL)
+ORDER BY created_at DESC LIMIT ${REPEATS_LIMIT}`,
+    conversation: `SELECT * FROM tool_executions
+WHERE tenant_id = ? AND repeat_digest IN (SELECT value FROM json_each(?)) AND conversation_id = ?
+AND NOT (status = 'failed' AND conflict_at IS NULL)
+ORDER BY created_at DESC LIMIT ${REPEATS_LIMIT}`,
+    tenant: `SELECT * FROM tool_executions
+WHERE tenant_id = ? AND repeat_digest IN (SELECT value FROM json_each(?)) AND created_at >= ?
+AND NOT (status = 'failed' AND conflict_at IS NULL)
+ORDER BY created_at DESC LIMIT ${REPEATS_LIMIT}`,
+  },
+} as const;
+
+/** REPEATS' third parameter for a scope. */
+export function repeatScopeParam(scope: RepeatScope, toIso: (ms: number) => string): string {
+  switch (scope.kind) {
+    case 'run':
+      return scope.runId;
+    case 'conversation':
+      return scope.conversationId;
+    case 'tenant':
+      return toIso(scope.sinceMs);
+  }
+}

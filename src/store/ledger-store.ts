@@ -5,6 +5,7 @@ import type {
   JsonValue,
   LedgerEvent,
   LedgerStatus,
+  RepeatScope,
   ToolExecutionRecord,
   TransitionVia,
 } from '../ledger/index.js';
@@ -22,6 +23,10 @@ export interface ReserveRequest {
   readonly compensationOf: string | null;
   /** How long the attempt may run, all its tries included; kept on the record (see `attemptMayLand`). */
   readonly attemptTimeoutMs: number;
+  /** The digest of the tool and its arguments' identity (`repeatDigest`); null for a read or a compensation. */
+  readonly repeatDigest?: string | null;
+  /** The conversation a guarded call was made in, when its caller names one (a repeat's scope). */
+  readonly conversationId?: string | null;
   /**
    * Re-open this `failed` record (the decision table said `reopen`), compare-and-set on the version
    * the caller saw. Without it an existing record is never taken over: it comes back `existing`.
@@ -123,6 +128,11 @@ export interface LedgerStore {
   /** The records of these keys, of any tenants, that exist (in no particular order): one read. */
   getMany(keys: readonly LedgerKey[]): Promise<ToolExecutionRecord[]>;
   history(tenantId: string, idempotencyKey: string): Promise<LedgerEvent[]>;
+  /**
+   * The earlier calls of a tenant with one of these repeat digests in a scope (its run, its
+   * conversation, or since a time) that took effect or may have, newest first (at most 200).
+   */
+  repeatsOf(tenantId: string, digests: readonly string[], scope: RepeatScope): Promise<ToolExecutionRecord[]>;
   /** A tenant's records in (attemptStartedAt, key) order: with the unknown statuses, longest waiting first. */
   list(tenantId: string, filter: ListFilter): Promise<ToolExecutionRecord[]>;
 }

@@ -38,6 +38,8 @@ export interface ExecutionRow {
   settled_by_id: string | null;
   attempt_timeout_ms: number | string | null;
   conflict_at: string | Date | null;
+  repeat_digest?: string | null;
+  conversation_id?: string | null;
 }
 
 export interface EventRow {
@@ -87,6 +89,8 @@ export function toRecord(row: ExecutionRow): ToolExecutionRecord {
     attemptStartedAt: time(row.attempt_started_at),
     attemptTimeoutMs: row.attempt_timeout_ms === null ? null : Number(row.attempt_timeout_ms),
     conflictAt: row.conflict_at === null ? null : time(row.conflict_at),
+    repeatDigest: row.repeat_digest ?? null,
+    conversationId: row.conversation_id ?? null,
     settledAt: row.settled_at === null ? null : time(row.settled_at),
     settledBy:
       row.settled_by_kind === null || row.settled_by_id === null

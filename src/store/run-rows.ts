@@ -99,6 +99,7 @@ export interface ApprovalRow {
   tool_name: string;
   args: unknown;
   args_digest: string;
+  repeat_of?: string | null;
   status: string;
   decided_by: string | null;
   reason: string | null;
@@ -219,6 +220,7 @@ export function toApproval(row: ApprovalRow): ApprovalRecord {
     toolName: row.tool_name,
     args: json<JsonValue>(row.args),
     argsDigest: row.args_digest,
+    repeatOf: row.repeat_of ?? null,
     status: row.status as ApprovalStatus,
     decidedBy: row.decided_by,
     reason: row.reason,

@@ -165,6 +165,8 @@ export interface NewApproval {
   readonly toolName: string;
   readonly args: JsonValue;
   readonly argsDigest: string;
+  /** The key of the earlier call this one repeats, when the approval is asked for a repeat. */
+  readonly repeatOf?: string | null;
 }
 
 /** Runs, their events and approvals. Every write is compare-and-set; driver writes are fenced. */

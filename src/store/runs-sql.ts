@@ -555,11 +555,13 @@ FROM runs WHERE tenant_id = @tenantId AND run_id = @runId`;
 }
 
 export const CREATE_APPROVALS = {
-  postgres: `INSERT INTO approvals (tenant_id, idempotency_key, run_id, tool_name, args, args_digest, status)
-SELECT * , 'pending' FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::jsonb[], $6::text[])
+  postgres: `INSERT INTO approvals (tenant_id, idempotency_key, run_id, tool_name, args, args_digest, repeat_of,
+  status)
+SELECT * , 'pending' FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::jsonb[], $6::text[], $7::text[])
 ON CONFLICT (tenant_id, idempotency_key) DO NOTHING`,
-  sqlite: `INSERT INTO approvals (tenant_id, idempotency_key, run_id, tool_name, args, args_digest, status, created_at)
-VALUES (@tenantId, @idempotencyKey, @runId, @toolName, @args, @argsDigest, 'pending', @at)
+  sqlite: `INSERT INTO approvals (tenant_id, idempotency_key, run_id, tool_name, args, args_digest, repeat_of, status,
+  created_at)
+VALUES (@tenantId, @idempotencyKey, @runId, @toolName, @args, @argsDigest, @repeatOf, 'pending', @at)
 ON CONFLICT (tenant_id, idempotency_key) DO NOTHING`,
 } as const;
 

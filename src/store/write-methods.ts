@@ -48,7 +48,7 @@ export const WRITE_METHODS = {
   monitor: readonly never[];
 };
 
-type LedgerReads = 'get' | 'getMany' | 'history' | 'list';
+type LedgerReads = 'get' | 'getMany' | 'history' | 'list' | 'repeatsOf';
 type RunReads =
   | 'get'
   | 'summary'

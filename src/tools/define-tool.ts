@@ -1,6 +1,13 @@
 import { z } from 'zod/v4';
 import { OncelyError } from '../errors/index.js';
-import type { ToolExecutionRecord } from '../ledger/index.js';
+import {
+  REPEAT_POLICIES,
+  repeatDigest,
+  toJsonValue,
+  type JsonValue,
+  type RepeatPolicy,
+  type ToolExecutionRecord,
+} from '../ledger/index.js';
 import { definitionError, effectProblem, type Effect } from './effects.js';
 import { fromStrictArgs, strictJsonSchema } from './strict-schema.js';
 import { toolInputOf, type InputOf, type ToolInput, type ToolInputSchema } from './tool-input.js';
@@ -79,6 +86,24 @@ export interface ToolDefinition<Input extends ToolInputSchema, Output> {
    * method, like `execute`, so a tool with a typed result is still assignable to `Tool`.
    */
   resultReference?(value: Output): string | null | undefined;
+  /**
+   * What makes two calls of this tool the same effect, for catching the model's repeats: by default
+   * every argument (canonical JSON). Name the fields that matter (`({ accountId, orderId }) =>
+   * [accountId, orderId]`) and a repeat with a reworded memo or another amount is caught too.
+   * Not for a read.
+   */
+  repeatKey?(args: InputOf<Input>): unknown;
+  /**
+   * What happens when the model makes a call that repeats an earlier one of its scope that took
+   * effect or may have: `ask` an operator first, `refuse` it, or `allow` it as any call. Default: the
+   * agent's `toolPolicy.onRepeat`, else `ask`. Not for a read (a read is never a repeat).
+   */
+  readonly onRepeat?: RepeatPolicy;
+  /**
+   * Look for an earlier identical call across the whole tenant within this many milliseconds, not
+   * only in the call's run (or conversation): a refund a customer asks for in two chats. Not for a read.
+   */
+  readonly repeatWindowMs?: number;
   execute(args: InputOf<Input>, context: ToolContext): Output | Promise<Output>;
 }
 
@@ -120,6 +145,14 @@ const definitionSchema = z.object({
   reconcile: fn('must be a function (record, context) => outcome').optional(),
   compensate: fn('must be a function (record, context) => result').optional(),
   resultReference: fn('must be a function (result) => string').optional(),
+  repeatKey: fn('must be a function (args) => the identity of the effect').optional(),
+  onRepeat: z.enum(REPEAT_POLICIES).optional(),
+  repeatWindowMs: z
+    .number()
+    .int()
+    .min(1)
+    .max(31 * 86_400_000)
+    .optional(),
   execute: fn('must be a function (args, context) => result'),
 });
 
@@ -145,6 +178,16 @@ export function defineTool<Input extends ToolInputSchema, Output>(
   if (!parsed.success) {
     const problems = parsed.error.issues.map((i) => `${i.path.join('.') || 'definition'}: ${i.message}`);
     throw definitionError(`tool "${name}" is not valid: ${problems.join('; ')}`);
+  }
+  if (
+    definition.effect.kind === 'read' &&
+    (definition.repeatKey !== undefined ||
+      definition.onRepeat !== undefined ||
+      definition.repeatWindowMs !== undefined)
+  ) {
+    throw definitionError(
+      `tool "${name}" is a read: it changes nothing, so a second call is never a repeat; remove repeatKey, onRepeat and repeatWindowMs`,
+    );
   }
   if (definition.effect.kind === 'read' && definition.compensate !== undefined) {
     throw definitionError(
@@ -217,4 +260,26 @@ export function parseToolArgs<Input extends ToolInputSchema>(
       details: { tool: tool.name, issues: problems },
     },
   );
+}
+
+/**
+ * The repeat digest of a call of `tool` (its tool and the identity of its arguments, see
+ * `repeatKey`; `digestOfArgs` is the call's `argsDigest`); null for a read, which is never a repeat. A `repeatKey` that throws or gives what
+ * JSON cannot hold is the tool's bug: `TOOL_DEFINITION_INVALID`.
+ */
+export function repeatDigestOf(tool: Tool, args: unknown, digestOfArgs: string): string | null {
+  if (tool.effect.kind === 'read') return null;
+  // Without a repeatKey the identity is every argument: their digest, already made, stands for them.
+  if (tool.repeatKey === undefined) return repeatDigest(tool.name, digestOfArgs);
+  let identity: JsonValue;
+  try {
+    identity = toJsonValue(tool.repeatKey(args));
+  } catch (cause) {
+    throw new OncelyError(
+      'TOOL_DEFINITION_INVALID',
+      `tool "${tool.name}": repeatKey failed on these arguments (${cause instanceof Error ? cause.message : String(cause)}); it must return a JSON value`,
+      { cause },
+    );
+  }
+  return repeatDigest(tool.name, identity);
 }

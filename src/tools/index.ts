@@ -17,6 +17,7 @@ export {
   isTool,
   assertTool,
   parseToolArgs,
+  repeatDigestOf,
   DEFAULT_TIMEOUT_MS,
   type Tool,
   type ToolDefinition,

@@ -4,7 +4,7 @@ import type { LanguageModelV3Prompt } from '@ai-sdk/provider';
 import { defineAgent, type Agent, type OnIndeterminate } from '../../src/agents/index.js';
 import { Ledger, executeToolCalls } from '../../src/calls/index.js';
 import { isOncelyError } from '../../src/errors/index.js';
-import type { JsonValue, LedgerEvent } from '../../src/ledger/index.js';
+import type { JsonValue, LedgerEvent, RepeatPolicy } from '../../src/ledger/index.js';
 import { scriptedModel, type Script, type ScriptedModel } from '../../src/models/index.js';
 import type { RunRecord } from '../../src/run-state/index.js';
 import { Runtime, type RecoveredRun } from '../../src/runs/index.js';
@@ -109,6 +109,7 @@ export async function codeOf(work: () => Promise<unknown>): Promise<string> {
 export interface AgentOptions {
   readonly name?: string;
   readonly onIndeterminate?: OnIndeterminate;
+  readonly onRepeat?: RepeatPolicy;
   readonly maxSteps?: number;
 }
 
@@ -125,9 +126,10 @@ export function scriptedAgent(
     instructions: 'You help with billing.',
     model,
     tools: tools.map((t) => ('tool' in t ? t.tool : t)),
-    ...(options.onIndeterminate === undefined
-      ? {}
-      : { toolPolicy: { onIndeterminate: options.onIndeterminate } }),
+    toolPolicy: {
+      ...(options.onIndeterminate === undefined ? {} : { onIndeterminate: options.onIndeterminate }),
+      ...(options.onRepeat === undefined ? {} : { onRepeat: options.onRepeat }),
+    },
     ...(options.maxSteps === undefined ? {} : { maxSteps: options.maxSteps }),
   });
   return { agent, model };

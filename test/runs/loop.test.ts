@@ -196,7 +196,8 @@ describe.each(STORES)('the run loop on %s', (_name, open) => {
 
   it('mints a new id for every call even when the model repeats its own ids: two credits, two effects', async () => {
     const downstream = new FakeDownstream();
-    const credit = issueCredit(downstream);
+    // Identical credits the customer is owed, each its own effect: repeats allowed (see repeats.test.ts).
+    const credit = issueCredit(downstream, { onRepeat: 'allow' });
     // The same provider id `dup` and the same arguments on both turns: the customer is owed two credits.
     const { agent } = scriptedAgent(
       [
@@ -218,7 +219,8 @@ describe.each(STORES)('the run loop on %s', (_name, open) => {
 
   it('commits each step twice: the response with the reservation of its calls, then their outcomes', async () => {
     const downstream = new FakeDownstream();
-    const credit = issueCredit(downstream);
+    // Identical credits the customer is owed, each its own effect: repeats allowed (see repeats.test.ts).
+    const credit = issueCredit(downstream, { onRepeat: 'allow' });
     const step = {
       toolCalls: [
         { toolName: 'issue_credit', input: CREDIT },
@@ -327,7 +329,8 @@ describe.each(STORES)('the run loop on %s', (_name, open) => {
 
   it('runs a step of 16 credits without a listener-leak warning, one effect per key', async () => {
     const downstream = new FakeDownstream();
-    const credit = issueCredit(downstream);
+    // Identical credits the customer is owed, each its own effect: repeats allowed (see repeats.test.ts).
+    const credit = issueCredit(downstream, { onRepeat: 'allow' });
     const calls = Array.from({ length: 16 }, () => ({ toolName: 'issue_credit', input: CREDIT }));
     const { agent } = scriptedAgent([{ toolCalls: calls }, { text: 'Sixteen credits.' }], [credit]);
     const warnings: string[] = [];

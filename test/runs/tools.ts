@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import type { ScriptStep } from '../../src/models/index.js';
 import { ToolNotAttemptedError } from '../../src/errors/index.js';
-import type { JsonValue, ToolExecutionRecord } from '../../src/ledger/index.js';
+import type { JsonValue, RepeatPolicy, ToolExecutionRecord } from '../../src/ledger/index.js';
 import {
   defineTool,
   destructive,
@@ -148,9 +148,15 @@ export interface CreditOptions {
   readonly before?: (ctx: ToolContext) => Promise<void> | void;
   /** Runs inside `execute` after the request took effect downstream. */
   readonly after?: (ctx: ToolContext) => Promise<void> | void;
+  /** Takes an optional `memo` too (words that do not change the effect). */
+  readonly memo?: boolean;
+  readonly repeatKey?: (args: Record<string, JsonValue>) => unknown;
+  readonly onRepeat?: RepeatPolicy;
+  readonly repeatWindowMs?: number;
 }
 
 function creditArgs(options: CreditOptions): z.ZodType<Record<string, JsonValue>> {
+  if (options.memo === true) return CreditArgs.extend({ memo: z.string().optional() });
   if (options.currency !== undefined)
     return CreditArgs.extend({ currency: z.string().default(options.currency) });
   if (options.maxAmountCents === undefined) return CreditArgs;
@@ -171,6 +177,9 @@ export function issueCredit(downstream: FakeDownstream, options: CreditOptions =
         ? { compensate: (record: ToolExecutionRecord) => downstream.undo(record.idempotencyKey) }
         : {}),
       resultReference: (value: unknown) => (value as { receipt?: string } | null)?.receipt ?? null,
+      ...(options.repeatKey === undefined ? {} : { repeatKey: options.repeatKey }),
+      ...(options.onRepeat === undefined ? {} : { onRepeat: options.onRepeat }),
+      ...(options.repeatWindowMs === undefined ? {} : { repeatWindowMs: options.repeatWindowMs }),
       execute: async (args, ctx) => {
         executions.push(ctx.idempotencyKey);
         if (options.notAttempted !== undefined) throw new ToolNotAttemptedError(options.notAttempted);

@@ -1,6 +1,12 @@
 import type pg from 'pg';
 import { prepared } from './prepared.js';
-import { settles, type Actor, type LedgerEvent, type ToolExecutionRecord } from '../../ledger/index.js';
+import {
+  settles,
+  type Actor,
+  type LedgerEvent,
+  type RepeatScope,
+  type ToolExecutionRecord,
+} from '../../ledger/index.js';
 import {
   encodeJson,
   assertTransitionRequest,
@@ -29,6 +35,8 @@ import {
   GET_ACROSS,
   GET_MANY,
   HISTORY,
+  REPEATS,
+  repeatScopeParam,
   LIST,
   LOSS,
   LOSS_TRIES,
@@ -234,6 +242,18 @@ export class PostgresLedger implements LedgerStore {
       keys.map((k) => k.tenantId),
       keys.map((k) => k.idempotencyKey),
     ]);
+    return rows.map(toRecord);
+  }
+
+  async repeatsOf(
+    tenantId: string,
+    digests: readonly string[],
+    scope: RepeatScope,
+  ): Promise<ToolExecutionRecord[]> {
+    if (digests.length === 0) return [];
+    const param = repeatScopeParam(scope, (ms) => new Date(ms).toISOString());
+    const sql: string = REPEATS.postgres[scope.kind];
+    const { rows } = await this.db.query<ExecutionRow>(sql, [tenantId, digests, param]);
     return rows.map(toRecord);
   }
 

@@ -324,6 +324,7 @@ export class PostgresRuns implements RunStore {
       approvals.map((a) => a.toolName),
       approvals.map((a) => JSON.stringify(a.args)),
       approvals.map((a) => a.argsDigest),
+      approvals.map((a) => a.repeatOf ?? null),
     ]);
   }
 

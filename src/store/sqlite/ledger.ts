@@ -1,5 +1,11 @@
 import type Database from 'better-sqlite3';
-import { settles, type Actor, type LedgerEvent, type ToolExecutionRecord } from '../../ledger/index.js';
+import {
+  settles,
+  type Actor,
+  type LedgerEvent,
+  type RepeatScope,
+  type ToolExecutionRecord,
+} from '../../ledger/index.js';
 import {
   encodeJson,
   assertTransitionRequest,
@@ -27,6 +33,8 @@ import { settle } from './settle.js';
 import {
   GET,
   HISTORY,
+  REPEATS,
+  repeatScopeParam,
   INSERT_EVENT,
   LIST,
   MARK_CONFLICT,
@@ -58,6 +66,9 @@ function prepareStatements(db: Database.Database) {
     event: db.prepare<[Record<string, unknown>]>(INSERT_EVENT.sqlite),
     get: db.prepare<[string, string], ExecutionRow>(GET.sqlite),
     history: db.prepare<[string, string], EventRow>(HISTORY.sqlite),
+    repeatsIn: db.prepare<[string, string, string], ExecutionRow>(REPEATS.sqlite.run),
+    repeatsInConversation: db.prepare<[string, string, string], ExecutionRow>(REPEATS.sqlite.conversation),
+    repeatsSince: db.prepare<[string, string, string], ExecutionRow>(REPEATS.sqlite.tenant),
   };
 }
 
@@ -93,6 +104,8 @@ export class SqliteLedger implements LedgerStore {
       argsDigest: request.argsDigest,
       compensationOf: request.compensationOf,
       attemptTimeoutMs: request.attemptTimeoutMs,
+      repeatDigest: request.repeatDigest ?? null,
+      conversationId: request.conversationId ?? null,
       now,
     };
     const row =
@@ -228,6 +241,22 @@ export class SqliteLedger implements LedgerStore {
         return row === undefined ? [] : [toRecord(row)];
       }),
     );
+  }
+
+  repeatsOf(
+    tenantId: string,
+    digests: readonly string[],
+    scope: RepeatScope,
+  ): Promise<ToolExecutionRecord[]> {
+    if (digests.length === 0) return Promise.resolve([]);
+    const statement =
+      scope.kind === 'run'
+        ? this.statements.repeatsIn
+        : scope.kind === 'conversation'
+          ? this.statements.repeatsInConversation
+          : this.statements.repeatsSince;
+    const param = repeatScopeParam(scope, (ms) => new Date(ms).toISOString());
+    return settle(() => statement.all(tenantId, JSON.stringify(digests), param).map(toRecord));
   }
 
   history(tenantId: string, idempotencyKey: string): Promise<LedgerEvent[]> {

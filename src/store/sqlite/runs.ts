@@ -500,7 +500,8 @@ export class SqliteRuns implements RunStore {
       this.db.transaction(() => {
         const insert = this.db.prepare(CREATE_APPROVALS.sqlite);
         const at = this.now();
-        for (const a of approvals) insert.run({ ...a, args: JSON.stringify(a.args), at });
+        for (const a of approvals)
+          insert.run({ ...a, args: JSON.stringify(a.args), repeatOf: a.repeatOf ?? null, at });
       })(),
     );
   }
