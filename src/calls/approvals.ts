@@ -1,55 +1,105 @@
 import { OncelyError } from '../errors/index.js';
-import { assertTenantId, decideCall, parseKey, type ToolExecutionRecord } from '../ledger/index.js';
+import {
+  DEFAULT_REPEAT_POLICY,
+  assertTenantId,
+  decideCall,
+  parseKey,
+  type RepeatPolicy,
+} from '../ledger/index.js';
 import { isFinalRunStatus, type ApprovalRecord } from '../run-state/index.js';
 import type { NewApproval, StoreTx } from '../store/index.js';
 import type { Ledger } from './ledger.js';
 import { REASON_MAX, assertActorId, operatorReason } from './operator-input.js';
 import type { PreparedCall } from './prepare.js';
+import { findRepeats, type FoundRepeat } from './repeats.js';
 
 /**
- * The guarded call's side of approvals, the same approve/consume-once path the run loop uses: a call
- * of a tool declared `approval: true` that has no ledger record yet runs only with an approval of its
- * exact arguments, which its reservation consumes in the same transaction. Without one, the approval
- * is asked for (an operator sees it in `oncely approvals list`) and the call is refused with
- * `APPROVAL_REQUIRED`; nothing is reserved or run.
+ * The guarded call's gate before anything is reserved, the same decision table the run loop asks:
+ * approvals (a call of a tool declared `approval: true` that has no ledger record yet runs only with
+ * an approval of its exact arguments, which its reservation consumes in the same transaction) and
+ * repeats (a call whose tool and identity equal an earlier call of its conversation or run that took
+ * effect or may have). A call that may not run yet refuses the whole batch, nothing reserved or run:
+ * `APPROVAL_REQUIRED` (the approval is asked for; an operator sees it in `oncely approvals list`,
+ * as a repeat when it is one), `APPROVAL_REJECTED`, or `TOOL_CALL_REPEAT` (refused under `refuse`, or
+ * waiting for an earlier identical call whose outcome is unknown). Returns the calls whose approval
+ * the reservation consumes.
  */
 export async function approvalsToConsume(
   ledger: Ledger,
   prepared: readonly PreparedCall[],
+  onRepeat?: RepeatPolicy,
 ): Promise<PreparedCall[]> {
-  const needing = prepared.filter((p) => p.tool.effect.approval);
+  const policyOf = (call: PreparedCall): RepeatPolicy =>
+    call.tool.effect.kind === 'read' ? 'allow' : (onRepeat ?? call.tool.onRepeat ?? DEFAULT_REPEAT_POLICY);
+  const needing = prepared.filter((p) => p.tool.effect.approval || policyOf(p) !== 'allow');
   if (needing.length === 0) return [];
+  const tenantId = needing[0]!.request.tenantId;
+  const repeats = await findRepeats(
+    {
+      ledger,
+      tenantId,
+      scopeOf: (call) =>
+        call.request.conversationId == null
+          ? { kind: 'run', runId: call.request.runId }
+          : { kind: 'conversation', conversationId: call.request.conversationId },
+      policyOf,
+    },
+    needing,
+  );
   const consume: PreparedCall[] = [];
-  const refused: { call: PreparedCall; approval: ApprovalRecord | undefined; action: string }[] = [];
+  const refused: Refused[] = [];
   const asked: NewApproval[] = [];
   for (const call of needing) {
-    const { tenantId, idempotencyKey } = call.request;
-    const record: ToolExecutionRecord | undefined = await ledger.store.ledger.get(tenantId, idempotencyKey);
-    if (record !== undefined) continue; // the record stands: replayed or settled as the table says
+    const { idempotencyKey } = call.request;
+    const repeat = repeats.of(call);
+    // Most calls need no approval and repeat nothing: nothing more is read for them.
+    if (!call.tool.effect.approval && repeat === undefined) {
+      repeats.made(call);
+      continue;
+    }
+    // A call with a record stands: it is replayed or settled as the table says, never gated again.
+    if ((await ledger.store.ledger.get(tenantId, idempotencyKey)) !== undefined) continue;
     const approval = await ledger.store.runs.getApproval(tenantId, idempotencyKey);
-    const state =
-      approval === undefined
-        ? 'none'
-        : approval.status === 'consumed'
-          ? 'approved'
-          : approval.argsDigest !== call.request.argsDigest
-            ? 'rejected'
-            : approval.status;
     const { action } = decideCall({
-      approval: state,
+      approval: approvalState(call, approval),
       caller: 'guarded',
       hasHook: false,
       mayLand: false,
       attemptsExhausted: false,
+      ...(repeat === undefined ? {} : { repeat: { earlier: repeat.state, policy: repeat.policy } }),
     });
-    if (action === 'reserve') consume.push(call);
-    else refused.push({ call, approval, action });
-    if (action === 'request_approval') asked.push(approvalOf(call));
+    if (action === 'reserve') {
+      repeats.made(call);
+      if (approval !== undefined) consume.push(call);
+      continue;
+    }
+    if (action !== 'rejected' && action !== 'refuse_repeat') repeats.made(call);
+    refused.push({ call, approval, action, repeat });
+    if (action === 'request_approval') {
+      asked.push({ ...approvalOf(call), repeatOf: repeat?.earlierKey ?? null });
+    }
   }
   if (asked.length > 0) await ledger.store.runs.createApprovals(asked);
   const first = refused[0];
-  if (first !== undefined) throw refusal(first.call, first.approval, first.action, refused.length);
+  if (first !== undefined) throw refusal(first, refused.length);
   return consume;
+}
+
+interface Refused {
+  readonly call: PreparedCall;
+  readonly approval: ApprovalRecord | undefined;
+  readonly action: string;
+  readonly repeat: FoundRepeat | undefined;
+}
+
+function approvalState(
+  call: PreparedCall,
+  approval: ApprovalRecord | undefined,
+): 'not_needed' | 'none' | 'pending' | 'approved' | 'rejected' {
+  if (approval === undefined) return call.tool.effect.approval ? 'none' : 'not_needed';
+  if (approval.status === 'consumed') return 'approved';
+  if (approval.argsDigest !== call.request.argsDigest) return 'rejected';
+  return approval.status;
 }
 
 /** Consumes the call's approval inside the transaction that reserves it: an approval is used once. */
@@ -76,14 +126,11 @@ export function approvalOf(call: PreparedCall): NewApproval {
   };
 }
 
-function refusal(
-  call: PreparedCall,
-  approval: ApprovalRecord | undefined,
-  action: string,
-  count: number,
-): OncelyError {
+function refusal(refused: Refused, count: number): OncelyError {
+  const { call, approval, action, repeat } = refused;
   const key = call.request.idempotencyKey;
   const others = count > 1 ? ` (and ${count - 1} other call(s) of this batch)` : '';
+  if (action === 'refuse_repeat' || action === 'await_earlier') return repeatRefusal(refused, others);
   if (action === 'rejected') {
     const why =
       approval?.status === 'rejected'
@@ -95,13 +142,61 @@ function refusal(
       { details: { key, approval } },
     );
   }
+  const what =
+    repeat === undefined
+      ? "needs an operator's approval of these exact arguments"
+      : `repeats tool call ${repeat.earlierKey}, which took effect, so it needs an operator's approval`;
   return new OncelyError(
     'APPROVAL_REQUIRED',
-    `tool call ${key}${others} (${call.tool.name}) needs an operator's approval of these exact arguments ` +
-      `before it runs, and ${action === 'request_approval' ? 'it has now been asked for' : 'it is still pending'}; ` +
+    `tool call ${key}${others} (${call.tool.name}) ${what} before it runs, and ` +
+      `${action === 'request_approval' ? 'it has now been asked for' : 'it is still pending'}; ` +
       `nothing was reserved or run. Approve it with \`oncely approvals approve ${key}\` ` +
       `(POST /v1/approvals/${key}/approve), then make the same call again`,
-    { details: { key, status: approval?.status ?? 'pending' } },
+    { details: { key, status: approval?.status ?? 'pending', repeatOf: repeat?.earlierKey ?? null } },
+  );
+}
+
+/** A repeat refused (`refuse`), or waiting for the earlier call it repeats to be settled. */
+function repeatRefusal({ call, action, repeat }: Refused, others: string): OncelyError {
+  const key = call.request.idempotencyKey;
+  const earlier = repeat?.earlier;
+  const details = {
+    key,
+    repeatOf: repeat?.earlierKey ?? null,
+    earlier:
+      earlier === undefined
+        ? null
+        : {
+            status: earlier.status,
+            result: earlier.result,
+            resultReference: earlier.resultReference,
+            conflict: earlier.conflictAt !== null,
+          },
+  };
+  if (action === 'await_earlier' && earlier === undefined) {
+    return new OncelyError(
+      'TOOL_CALL_REPEAT',
+      `tool call ${key}${others} (${call.tool.name}) repeats tool call ${repeat?.earlierKey ?? '?'} of the same ` +
+        'batch; nothing was reserved or run. Make that call first, then this one in a batch of its own: it is ' +
+        'then treated by what the first came to',
+      { details: { ...details, waiting: true } },
+    );
+  }
+  if (action === 'await_earlier') {
+    return new OncelyError(
+      'TOOL_CALL_REPEAT',
+      `tool call ${key}${others} (${call.tool.name}) repeats tool call ${repeat?.earlierKey ?? '?'}, whose outcome is ` +
+        'not known yet; nothing was reserved or run. Make the same call again once that call is settled ' +
+        '(by its reconcile hook, or `oncely executions resolve`): it is then treated by what that call came to',
+      { details: { ...details, waiting: true } },
+    );
+  }
+  return new OncelyError(
+    'TOOL_CALL_REPEAT',
+    `tool call ${key}${others} (${call.tool.name}) was not run: it repeats tool call ${repeat?.earlierKey ?? '?'}, ` +
+      `which ${earlier?.status === 'compensated' ? 'took effect and was compensated' : 'took effect'}, and repeats ` +
+      'of this tool are refused. Nothing was changed; an operator can make a second one',
+    { details: { ...details, waiting: false } },
   );
 }
 

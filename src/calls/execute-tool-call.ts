@@ -1,6 +1,6 @@
 import { setMaxListeners } from 'node:events';
 import { crashPoint, unsafeSwitch } from '../crash/index.js';
-import { landsUntil, type ToolExecutionRecord } from '../ledger/index.js';
+import { landsUntil, type RepeatPolicy, type ToolExecutionRecord } from '../ledger/index.js';
 import type { ReserveRequest, ReserveResult, TransitionRequest, TransitionResult } from '../store/index.js';
 import { approvalsToConsume, consumeApproval } from './approvals.js';
 import type { Tool } from '../tools/index.js';
@@ -36,6 +36,11 @@ export interface CallOptions {
   readonly signal?: AbortSignal;
   /** The lease epoch of the run's driver, given to the tool as `ctx.fencingToken`. */
   readonly fencingToken?: number;
+  /**
+   * What happens to a call that repeats an earlier call of its conversation (or run) that took
+   * effect or may have: default the tool's own `onRepeat`, else `ask`.
+   */
+  readonly onRepeat?: RepeatPolicy;
 }
 
 /** How a caller reserves: the ledger's own `reserve`, or one fenced by a run's lease. */
@@ -80,7 +85,7 @@ export async function executeToolCalls(
   const prepared = calls.map(prepareCall);
   assertBatch(prepared);
   if (prepared.length === 0) return [];
-  const allToConsume = await approvalsToConsume(ledger, prepared);
+  const allToConsume = await approvalsToConsume(ledger, prepared, options.onRepeat);
   const reserve: Reserve = (requests) => ledger.store.ledger.reserve(requests, ledger.actor);
   const { signal, release } = batchSignal(options.signal, prepared.length);
   const settled = new Array<PromiseSettledResult<CallProgress>>(prepared.length);

@@ -1,6 +1,8 @@
 import { isOncelyError } from '../errors/index.js';
 import {
   approvalOf,
+  findRepeats,
+  type Repeats,
   outcomeOfRecord,
   prepareCall,
   type Ledger,
@@ -8,7 +10,7 @@ import {
   type ToolCallOutcome,
 } from '../calls/index.js';
 import { decideCall, type CallFacts, type ToolExecutionRecord } from '../ledger/index.js';
-import type { Agent } from '../agents/index.js';
+import { repeatPolicyOf, type Agent } from '../agents/index.js';
 import type { ApprovalRecord, HeardResult, PendingCall } from '../run-state/index.js';
 import type { NewApproval } from '../store/index.js';
 import type { Tool } from '../tools/index.js';
@@ -19,7 +21,6 @@ import {
   heardRejected,
   heardRepeatRefused,
 } from './heard.js';
-import { findRepeats, type Repeats } from './repeats.js';
 
 /** What the calls of a step need before any of them is reserved. */
 export interface StepPlan {
@@ -90,7 +91,12 @@ export async function planStep(context: PlanContext, calls: readonly PendingCall
     calls.filter((c) => c.heard === undefined).map((c) => [c.toolCallId, prepare(context, c)] as const),
   );
   const repeats: Repeats = await findRepeats(
-    context,
+    {
+      ledger: context.ledger,
+      tenantId: context.tenantId,
+      scopeOf: () => ({ kind: 'run', runId: context.runId }),
+      policyOf: (call) => repeatPolicyOf(context.onRepeat, call.tool),
+    },
     calls.flatMap((c) => {
       const p = preparedOf.get(c.toolCallId);
       return p === undefined || 'invalid' in p || records.has(c.toolCallId) ? [] : [p];

@@ -1,0 +1,199 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import {
+  Ledger,
+  decideToolApproval,
+  executeToolCall,
+  executeToolCalls,
+  resolveToolCall,
+} from '../../src/calls/index.js';
+import { isOncelyError, type OncelyError } from '../../src/errors/index.js';
+import type { RepeatPolicy } from '../../src/ledger/index.js';
+import type { Store } from '../../src/store/index.js';
+import { defineTool, external, type ToolContext } from '../../src/tools/index.js';
+import { STORE_KINDS, openTestStore, type OpenedStore } from '../support/stores.js';
+
+/*
+ * Repeats of guarded calls (executeToolCall): a call whose tool and identity equal an earlier call of
+ * its conversation (or, without one, its run) that took effect or may have is refused before anything
+ * is reserved: APPROVAL_REQUIRED (ask, the default; the approval names the earlier call),
+ * TOOL_CALL_REPEAT (refuse; or waiting for an earlier call whose outcome is unknown). Each case counts
+ * the calls that really ran and reads the ledger and the approvals.
+ */
+
+const TENANT = 'acme';
+const CREDIT = { accountId: 'acct_9', amountCents: 2500 };
+
+async function refusal(work: () => Promise<unknown>): Promise<OncelyError> {
+  try {
+    await work();
+  } catch (error) {
+    if (isOncelyError(error)) return error;
+    throw error;
+  }
+  throw new Error('the call was not refused');
+}
+
+describe.each(STORE_KINDS)('repeats of guarded calls on %s', (kind) => {
+  let opened: OpenedStore;
+  let store: Store;
+  let ledger: Ledger;
+  let seq = 0;
+
+  beforeAll(async () => {
+    opened = await openTestStore(kind, 'calls_repeats');
+    store = opened.store;
+    ledger = new Ledger(store, {
+      actorId: 'repeats-test',
+      landingMarginMs: 0,
+      log: { error: () => undefined },
+    });
+  });
+  afterAll(async () => {
+    await ledger.drain();
+    await opened.cleanup();
+  });
+
+  const creditTool = (ran: string[], onRepeat?: RepeatPolicy, hang?: Promise<void>) =>
+    defineTool({
+      name: 'issue_credit',
+      description: 'Credit an account',
+      input: z.object({ accountId: z.string(), amountCents: z.number().int() }),
+      effect: external(),
+      timeoutMs: 50,
+      ...(onRepeat === undefined ? {} : { onRepeat }),
+      execute: async (args, ctx: ToolContext) => {
+        ran.push(ctx.idempotencyKey);
+        if (hang !== undefined) await hang;
+        return { receipt: `rcpt_${ctx.toolCallId}`, ...args };
+      },
+    });
+  const run = () => `run_rep_${++seq}`;
+  const account = () => ({ ...CREDIT, accountId: `acct_${++seq}` });
+
+  it('asks by default: the same credit again in the run is refused until approved, then runs once', async () => {
+    const ran: string[] = [];
+    const credit = creditTool(ran);
+    const runId = run();
+    const args = account();
+    await executeToolCall(ledger, credit, args, { tenantId: TENANT, runId, toolCallId: 'c1' });
+    const second = { tenantId: TENANT, runId, toolCallId: 'c2' };
+    const asked = await refusal(() => executeToolCall(ledger, credit, args, second));
+    expect(asked.code).toBe('APPROVAL_REQUIRED');
+    expect(asked.message).toContain(`repeats tool call ${runId}:c1, which took effect`);
+    expect(asked.details).toMatchObject({ repeatOf: `${runId}:c1` });
+    expect(await store.runs.getApproval(TENANT, `${runId}:c2`)).toMatchObject({
+      status: 'pending',
+      repeatOf: `${runId}:c1`,
+    });
+    expect(await store.ledger.get(TENANT, `${runId}:c2`)).toBeUndefined();
+    await decideToolApproval(ledger, 'approved', {
+      tenantId: TENANT,
+      idempotencyKey: `${runId}:c2`,
+      actorId: 'ops-ana',
+    });
+    expect(await executeToolCall(ledger, credit, args, second)).toMatchObject({ status: 'completed' });
+    expect(await executeToolCall(ledger, credit, args, second)).toMatchObject({ source: 'ledger' });
+    expect(ran).toEqual([`${runId}:c1`, `${runId}:c2`]);
+  });
+
+  it('refuse: TOOL_CALL_REPEAT with the earlier outcome; nothing is reserved or asked', async () => {
+    const ran: string[] = [];
+    const credit = creditTool(ran);
+    const runId = run();
+    const args = account();
+    await executeToolCall(ledger, credit, args, { tenantId: TENANT, runId, toolCallId: 'c1' });
+    const refused = await refusal(() =>
+      executeToolCall(
+        ledger,
+        credit,
+        args,
+        { tenantId: TENANT, runId, toolCallId: 'c2' },
+        { onRepeat: 'refuse' },
+      ),
+    );
+    expect(refused.code).toBe('TOOL_CALL_REPEAT');
+    expect(refused.details).toMatchObject({
+      repeatOf: `${runId}:c1`,
+      waiting: false,
+      earlier: { status: 'completed', result: { receipt: 'rcpt_c1', ...args } },
+    });
+    expect(await store.runs.getApproval(TENANT, `${runId}:c2`)).toBeUndefined();
+    expect(ran).toEqual([`${runId}:c1`]);
+  });
+
+  it('the scope is the conversation when the caller names one, else the run', async () => {
+    const ran: string[] = [];
+    const credit = creditTool(ran, 'refuse');
+    const args = account();
+    const [one, two, three] = [run(), run(), run()];
+    await executeToolCalls(ledger, [
+      { tenantId: TENANT, runId: one, toolCallId: 'c1', tool: credit, args, conversationId: 'conv_1' },
+    ]);
+    const inConversation = await refusal(() =>
+      executeToolCalls(ledger, [
+        { tenantId: TENANT, runId: two, toolCallId: 'c1', tool: credit, args, conversationId: 'conv_1' },
+      ]),
+    );
+    expect(inConversation.details).toMatchObject({ repeatOf: `${one}:c1` });
+    // Another run, no conversation named: not the same scope.
+    await executeToolCall(ledger, credit, args, { tenantId: TENANT, runId: three, toolCallId: 'c1' });
+    expect(ran).toEqual([`${one}:c1`, `${three}:c1`]);
+  });
+
+  it('waits for an earlier call whose outcome is unknown; settled failed, the repeat runs', async () => {
+    const ran: string[] = [];
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    const runId = run();
+    const args = account();
+    const first = await executeToolCall(ledger, creditTool(ran, undefined, held), args, {
+      tenantId: TENANT,
+      runId,
+      toolCallId: 'c1',
+    });
+    expect(first.status).toBe('unknown');
+    const credit = creditTool(ran);
+    const second = { tenantId: TENANT, runId, toolCallId: 'c2' };
+    const waiting = await refusal(() => executeToolCall(ledger, credit, args, second));
+    expect(waiting.code).toBe('TOOL_CALL_REPEAT');
+    expect(waiting.details).toMatchObject({ repeatOf: `${runId}:c1`, waiting: true });
+    await resolveToolCall(ledger, {
+      tenantId: TENANT,
+      idempotencyKey: `${runId}:c1`,
+      status: 'failed',
+      reason: 'not in the books',
+      actorId: 'ops-ana',
+      force: true,
+    });
+    expect(await executeToolCall(ledger, credit, args, second)).toMatchObject({ status: 'completed' });
+    expect(ran).toEqual([`${runId}:c1`, `${runId}:c2`]);
+    release(); // the first attempt answers at last: its late outcome is a conflict, loudly
+  });
+
+  it('two identical calls in one batch are refused together, naming the first', async () => {
+    const ran: string[] = [];
+    const credit = creditTool(ran);
+    const runId = run();
+    const args = account();
+    const refused = await refusal(() =>
+      executeToolCalls(ledger, [
+        { tenantId: TENANT, runId, toolCallId: 'c1', tool: credit, args },
+        { tenantId: TENANT, runId, toolCallId: 'c2', tool: credit, args },
+      ]),
+    );
+    expect(refused.code).toBe('TOOL_CALL_REPEAT');
+    expect(refused.message).toContain('of the same batch');
+    expect(ran).toEqual([]);
+  });
+
+  it('allow: the same credit runs twice', async () => {
+    const ran: string[] = [];
+    const credit = creditTool(ran, 'allow');
+    const runId = run();
+    const args = account();
+    await executeToolCall(ledger, credit, args, { tenantId: TENANT, runId, toolCallId: 'c1' });
+    await executeToolCall(ledger, credit, args, { tenantId: TENANT, runId, toolCallId: 'c2' });
+    expect(ran).toHaveLength(2);
+  });
+});
