@@ -16,7 +16,7 @@ import { CREDIT_CONCURRENCY, FOLLOW_UP, runIdOf, TENANT, WORKFLOW_RUN_ID, type B
  *   force was never made while the attempt could still land;
  * - no effect without a record;
  * - no run in limbo (queued or running once the world is quiet), no completed run with an unknown call,
- *   no run waiting on reconciliation without an unknown call;
+ *   no run waiting on reconciliation without an unknown call (its own, or one a repeat of it waits for);
  * - the model never left believing "did not take effect" about an effect that stands;
  * - a tool's concurrency limit never exceeded, and every slot a living process took was let go;
  * - a compensation ran at most once per call;
@@ -25,6 +25,11 @@ import { CREDIT_CONCURRENCY, FOLLOW_UP, runIdOf, TENANT, WORKFLOW_RUN_ID, type B
  * - every attempt was sent under the run's current lease: none after another process claimed the run;
  * - a call whose success answer reached a process that lived on (never killed, never cut off from the
  *   store) is not left unknown: the outcome in hand is recorded;
+ * - no repeat of a standing effect without an operator's approval or an `allow` policy: of two calls
+ *   of one run with one tool and identity that both took effect, the later had an approval that
+ *   names the earlier (`repeat_of`) and was approved, and was reserved only once the earlier was known
+ *   to have taken effect (never while it was unknown) — unless the earlier was forced or lied `failed`
+ *   or outlived its deadline (the ledger then honestly believed it had not taken effect);
  * - a workflow retry never repeats a standing effect (a node's next attempt after a credit of an
  *   earlier one took effect starts only on an operator's `retry`), and no workflow run is left running;
  * - every history is append-only and in order: ids and times rising, each transition from where the
@@ -153,6 +158,14 @@ export async function checkInvariants(facts: Facts): Promise<string[]> {
   }
   v.push(...(await leaseProblems(facts)));
   v.push(...(await approvalProblems(facts)));
+  // When a call was first known to have taken effect: its first completion, or the conflict that
+  // said its effect landed under a `failed`.
+  const tookEffectAt = (key: string): string | undefined =>
+    (histories.get(key) ?? []).find(
+      (e) => e.to === 'completed' && (e.kind === 'transition' || e.kind === 'conflict'),
+    )?.at;
+  const excused = (key: string): boolean => forced(key) || lied(key, 'failed') || outlived(key);
+  v.push(...(await repeatProblems(facts, records, excused, tookEffectAt)));
   for (const [key, history] of histories) v.push(...historyProblems(key, history, byKey.get(key)!));
   for (let i = 0; i < facts.plan.runs.length; i += 1) {
     if ((await store.runs.get(TENANT, runIdOf(i))) === undefined) v.push(`${runIdOf(i)} was never created`);
@@ -175,7 +188,12 @@ export async function checkInvariants(facts: Facts): Promise<string[]> {
         `${run.runId} completed with unknown call(s): ${unknown.map((r) => r.idempotencyKey).join(', ')}`,
       );
     }
-    if (run.status === 'awaiting_reconciliation' && unknown.length === 0) {
+    // A repeat may wait for an earlier call of another run (a shared account's tenant-wide window).
+    const waitedFor = (run.checkpoint.pending?.calls ?? []).flatMap((c) =>
+      c.heard === undefined && c.waitsFor !== undefined ? [c.waitsFor] : [],
+    );
+    const waitsOnUnknown = waitedFor.some((key) => UNKNOWN.has(byKey.get(key)?.status ?? ''));
+    if (run.status === 'awaiting_reconciliation' && unknown.length === 0 && !waitsOnUnknown) {
       v.push(`${run.runId} waits on reconciliation but has no unknown call`);
     }
     const followUps = run.checkpoint.messages.filter(
@@ -239,6 +257,60 @@ async function workflowProblems(
         !forced(r.idempotencyKey),
     );
     if (credited !== undefined) standing ??= credited.idempotencyKey;
+  }
+  return v;
+}
+
+/**
+ * No repeat of a standing effect goes out without an operator's approval or an `allow` policy: of
+ * the calls of one run (its turns included) with one tool and one identity (every argument: the
+ * default `repeatKey`) whose effects stand in the books, each after the first was approved as a
+ * repeat (`repeat_of` set). `excused`: the earlier call was settled `failed` on an operator's forced
+ * word or a lying hook's, or its attempt outlived its deadline — the ledger believed it had not
+ * taken effect when the later one was planned.
+ */
+async function repeatProblems(
+  facts: Facts,
+  records: readonly ToolExecutionRecord[],
+  excused: (key: string) => boolean,
+  tookEffectAt: (key: string) => string | undefined,
+): Promise<string[]> {
+  const v: string[] = [];
+  const approvals = new Map(
+    (await facts.store.runs.listApprovals(TENANT, { limit: 1_000 })).map((a) => [a.idempotencyKey, a]),
+  );
+  const planned = new Map(facts.plan.runs.map((run, i) => [runIdOf(i), run]));
+  // A run's calls are one scope; with a shared account, the credits of every run are one (the
+  // credit's tenant-wide window).
+  const scopeOf = (r: ToolExecutionRecord): string =>
+    facts.plan.sharedCredit && r.toolName === 'issue_credit' ? 'tenant' : r.runId;
+  const groups = new Map<string, ToolExecutionRecord[]>();
+  for (const r of records) {
+    if (!planned.has(r.runId) || r.compensationOf !== null || r.effect === 'read') continue;
+    if (facts.books.count(r.idempotencyKey) === 0) continue;
+    const identity = `${scopeOf(r)} ${r.toolName} ${JSON.stringify(r.args)}`;
+    groups.set(identity, [...(groups.get(identity) ?? []), r]);
+  }
+  for (const group of groups.values()) {
+    const [first, ...later] = [...group].sort((a, b) => a.createdAt.localeCompare(b.createdAt));
+    for (const r of later) {
+      const policy = planned.get(r.runId)?.onRepeat ?? 'allow';
+      if (policy === 'allow' || excused(first!.idempotencyKey)) continue;
+      const approval = approvals.get(r.idempotencyKey);
+      const approved =
+        approval?.repeatOf != null && (approval.status === 'approved' || approval.status === 'consumed');
+      if (!approved) {
+        v.push(
+          `${r.idempotencyKey} repeats ${first!.idempotencyKey} (one tool, one identity, both took effect) without an operator's approval, under on_repeat ${policy}`,
+        );
+      }
+      const known = tookEffectAt(first!.idempotencyKey);
+      if (known === undefined || r.createdAt < known) {
+        v.push(
+          `${r.idempotencyKey} was reserved while ${first!.idempotencyKey}, which it repeats, was still unknown: nobody could know it would be a second effect`,
+        );
+      }
+    }
   }
   return v;
 }

@@ -122,4 +122,26 @@ export const MUTANTS: readonly Mutant[] = [
       },
     ],
   },
+  {
+    name: 'unguarded-repeat',
+    bug: 'the model makes the same call again (a new tool call id, so a new key) after the first took effect, and it goes out: a second credit nobody approved',
+    edits: [
+      {
+        file: 'src/calls/repeats.ts',
+        find: 'const guardedKeys = new Set(guarded.map((c) => c.request.idempotencyKey));',
+        replace: 'const guardedKeys = new Set<string>();',
+      },
+    ],
+  },
+  {
+    name: 'repeat-of-unknown-runs',
+    bug: 'a repeat of a call whose outcome is still unknown is not waited for: under ask it is asked about at once, and an approval lets it out beside an effect that lands later',
+    edits: [
+      {
+        file: 'src/ledger/call-decision.ts',
+        find: "when: (f) => !f.record && f.repeat?.earlier === 'unknown',",
+        replace: "when: (f) => !f.record && f.repeat?.earlier === 'unknown' && false,",
+      },
+    ],
+  },
 ];

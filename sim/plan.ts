@@ -47,6 +47,10 @@ export interface RunPlan {
   readonly repeats: boolean;
   /** The model's first answer never comes (a provider that hangs): the agent's model timeout ends it. */
   readonly stalls: boolean;
+  /** The agent's repeat policy: what happens when its model makes the same call again. */
+  readonly onRepeat: 'ask' | 'refuse' | 'allow';
+  /** A user who writes again asks for the very first credit again ("it did not arrive, just try again"). */
+  readonly againSame: boolean;
 }
 
 export type Fault =
@@ -83,6 +87,12 @@ export interface SchedulePlan {
    * `recovery_policy: retry`, 3 attempts) and node `notify` after it.
    */
   readonly workflow: boolean;
+  /**
+   * Every run's first credit is to one shared account, and the credit tool looks for repeats across
+   * the tenant (`repeatWindowMs`): a run's credit repeats another run's, perhaps while that one is
+   * still in flight or unknown (the repeat then waits for it).
+   */
+  readonly sharedCredit: boolean;
   readonly behaviours: { readonly [T in WriteTool]: readonly Behaviour[] };
   readonly hook: readonly HookBehaviour[];
   readonly faults: readonly Fault[];
@@ -100,6 +110,8 @@ const runPlan: fc.Arbitrary<RunPlan> = fc.record({
   credits: fc.integer({ min: 1, max: 3 }),
   repeats: fc.boolean(),
   stalls: fc.boolean(),
+  onRepeat: fc.constantFrom('ask' as const, 'refuse' as const, 'allow' as const),
+  againSame: fc.boolean(),
 });
 
 const fault: fc.Arbitrary<Fault> = fc.oneof(
@@ -132,6 +144,7 @@ const fault: fc.Arbitrary<Fault> = fc.oneof(
 export const schedulePlan: fc.Arbitrary<SchedulePlan> = fc.record({
   runs: fc.array(runPlan, { minLength: 1, maxLength: 3 }),
   workflow: fc.boolean(),
+  sharedCredit: fc.boolean(),
   behaviours: fc.record({
     issue_credit: fc.array(fc.constantFrom(...BEHAVIOURS), { maxLength: 6 }),
     send_email: fc.array(fc.constantFrom(...BEHAVIOURS), { maxLength: 6 }),
@@ -156,18 +169,28 @@ export const schedulePlan: fc.Arbitrary<SchedulePlan> = fc.record({
 /**
  * A plan written before the world grew (sim/regressions.json keeps plans as they shrank): what a
  * field added since means when it is missing — the world of then. A run asked for one credit, its
- * model never stalled, and the ticket and refund services were never called.
+ * model never stalled, the ticket and refund services were never called, and the runtime let every
+ * repeat through (`allow`; a user writing again asked for another credit).
  */
 export function withDefaults(plan: SchedulePlan): SchedulePlan {
   const old = plan as unknown as {
-    runs: (Omit<RunPlan, 'credits' | 'stalls'> & { credits?: number; stalls?: boolean })[];
+    runs: (Omit<RunPlan, 'credits' | 'stalls' | 'onRepeat' | 'againSame'> &
+      Partial<Pick<RunPlan, 'credits' | 'stalls' | 'onRepeat' | 'againSame'>>)[];
     behaviours: Partial<SchedulePlan['behaviours']>;
     workflow?: boolean;
+    sharedCredit?: boolean;
   };
   return {
     ...plan,
     workflow: old.workflow ?? false,
-    runs: old.runs.map((run) => ({ ...run, credits: run.credits ?? 1, stalls: run.stalls ?? false })),
+    sharedCredit: old.sharedCredit ?? false,
+    runs: old.runs.map((run) => ({
+      ...run,
+      credits: run.credits ?? 1,
+      stalls: run.stalls ?? false,
+      onRepeat: run.onRepeat ?? 'allow',
+      againSame: run.againSame ?? false,
+    })),
     behaviours: {
       issue_credit: old.behaviours.issue_credit ?? [],
       send_email: old.behaviours.send_email ?? [],

@@ -294,6 +294,7 @@ export class World {
       effect: external(),
       timeoutMs: TOOL_TIMEOUT_MS,
       concurrency: CREDIT_CONCURRENCY,
+      ...(this.plan.sharedCredit ? { repeatWindowMs: REPEAT_WINDOW_MS } : {}),
       execute: (_args, ctx) => this.request('issue_credit', ctx),
       reconcile: (record) => this.reconcileCredit(record.idempotencyKey),
       compensate: (record) => this.undoCredit(record.idempotencyKey),
@@ -379,8 +380,15 @@ export const runIdOf = (i: number): string => `run_${i}`;
 export const FOLLOW_UP = 'And add a goodwill credit, please.';
 export const agentNameOf = (i: number): string => `agent_${i}`;
 
-function inputOf(tool: ToolName, i: number, n: number): Record<string, unknown> {
-  if (tool === 'issue_credit') return { accountId: `acct_${i}_${n}`, amountCents: 2500 };
+/** The account every run's first credit goes to when the plan shares one (`sharedCredit`). */
+export const SHARED_ACCOUNT = 'acct_shared';
+/** The tenant-wide window of the credit's repeats when the plan shares an account. */
+const REPEAT_WINDOW_MS = 60_000;
+
+function inputOf(tool: ToolName, i: number, n: number, shared = false): Record<string, unknown> {
+  if (tool === 'issue_credit') {
+    return { accountId: shared && n === 0 ? SHARED_ACCOUNT : `acct_${i}_${n}`, amountCents: 2500 };
+  }
   if (tool === 'send_email') return { to: `customer_${i}@example.com` };
   if (tool === 'open_ticket') return { subject: `order ${i}` };
   if (tool === 'issue_refund') return { orderId: `ord_${i}`, amountCents: 4200 };
@@ -392,7 +400,7 @@ function agentFor(run: RunPlan, i: number, tools: Tool[], world: World): Agent {
   const calls = run.calls.flatMap((toolName) =>
     Array.from({ length: toolName === 'issue_credit' ? run.credits : 1 }, (_, n) => ({
       toolName,
-      input: inputOf(toolName, i, n),
+      input: inputOf(toolName, i, n, world.plan.sharedCredit),
     })),
   );
   const rounds = run.repeats ? 2 : 1;
@@ -412,7 +420,12 @@ function agentFor(run: RunPlan, i: number, tools: Tool[], world: World): Agent {
           ? { text: 'credited again' }
           : {
               toolCalls: [
-                { toolName: 'issue_credit', input: { accountId: `acct_${i}_again`, amountCents: 500 } },
+                {
+                  toolName: 'issue_credit',
+                  input: run.againSame
+                    ? inputOf('issue_credit', i, 0, world.plan.sharedCredit)
+                    : { accountId: `acct_${i}_again`, amountCents: 500 },
+                },
               ],
             };
       }
@@ -423,7 +436,7 @@ function agentFor(run: RunPlan, i: number, tools: Tool[], world: World): Agent {
     tools,
     maxSteps: rounds + 4,
     modelTimeoutMs: MODEL_TIMEOUT_MS,
-    toolPolicy: { onIndeterminate: run.onIndeterminate },
+    toolPolicy: { onIndeterminate: run.onIndeterminate, onRepeat: run.onRepeat },
   });
 }
 
