@@ -59,6 +59,10 @@ export interface Approval {
   readonly run_id: string;
   readonly tool_name: string;
   readonly args: unknown;
+  /** Asked for because the call repeats this earlier call (its key); null for a tool's own approval. */
+  readonly repeat_of: string | null;
+  /** That earlier call as it stands now; null when this is not a repeat. */
+  readonly earlier: ToolExecution | null;
   readonly status: string;
   readonly decided_by: string | null;
   readonly reason: string | null;

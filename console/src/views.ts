@@ -125,11 +125,14 @@ export const inboxView: View = async (main) => {
       h('h2', { id: 'approvals-title' }, `Pending approvals (${a.length})`),
       table(
         'Calls waiting for an approval',
-        ['Waiting', 'Tool', 'Arguments', 'Run', 'Call'],
+        ['Waiting', 'Tool', 'Arguments', 'Repeat of', 'Run', 'Call'],
         a.map((r) => [
           age(r.created_at, now),
           r.tool_name,
           h('code', {}, brief(r.args)),
+          r.repeat_of === null
+            ? '–'
+            : link(callHref(r.repeat_of), r.repeat_of, `Open earlier call ${r.repeat_of}`),
           link(runHref(r.run_id), r.run_id),
           link(
             `#/approvals/${encodeURIComponent(r.idempotency_key)}`,
@@ -539,8 +542,8 @@ export const approvalView: View = async (main, ctx) => {
         ['Decided', a.decided_at === null ? null : [time(a.decided_at), ` by ${a.decided_by ?? '?'}`]],
         ['Reason', a.reason],
       ]),
-      h('h2', {}, 'Arguments to approve'),
-      json(a.args, 'Arguments as JSON'),
+      a.repeat_of === null ? h('h2', {}, 'Arguments to approve') : null,
+      a.repeat_of === null ? json(a.args, 'Arguments as JSON') : repeatOf(a),
       a.status === 'pending' && canAct(ctx.me)
         ? h(
             'form',
@@ -570,6 +573,47 @@ export const approvalView: View = async (main, ctx) => {
   show(await find());
   return () => undefined;
 };
+
+/**
+ * A repeat: the call to approve beside the earlier identical call it repeats, with what that one
+ * came to, so the operator sees whether approving would do the same thing twice.
+ */
+function repeatOf(a: Approval): HTMLElement {
+  const e = a.earlier;
+  const earlier: Child[] =
+    e === null
+      ? [h('p', {}, 'The earlier call is not in the ledger.')]
+      : [
+          json(e.args, 'Earlier arguments as JSON'),
+          facts([
+            [
+              'Call',
+              link(callHref(e.idempotency_key), e.idempotency_key, `Open earlier call ${e.idempotency_key}`),
+            ],
+            ['Status', badge(e.status)],
+            ['Result', e.result === null ? null : json(e.result, 'Earlier result as JSON')],
+            ['Reference', e.result_reference],
+            ['Error', e.error === null ? null : `${e.error.code}: ${e.error.message}`],
+          ]),
+        ];
+  return h(
+    'section',
+    { class: 'repeat', 'aria-labelledby': 'repeat-title' },
+    h('h2', { id: 'repeat-title' }, `A repeat of ${a.repeat_of ?? ''}`),
+    h(
+      'p',
+      { class: 'lead' },
+      'The model asked for this call again: the same tool with the same arguments as an earlier call of its run ' +
+        'that took effect or may have. Approve only if it should happen twice.',
+    ),
+    h(
+      'div',
+      { class: 'side-by-side' },
+      h('div', {}, h('h3', {}, 'This call: arguments to approve'), json(a.args, 'Arguments as JSON')),
+      h('div', {}, h('h3', {}, 'The earlier call: its arguments and outcome'), ...earlier),
+    ),
+  );
+}
 
 // ---------------------------------------------------------------------------------------------
 // Runs

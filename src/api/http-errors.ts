@@ -3,7 +3,7 @@ import { hasZodFastifySchemaValidationErrors, isResponseSerializationError } fro
 import { OncelyError, isOncelyError, type ErrorCode } from '../errors/index.js';
 import type { ToolExecutionRecord } from '../ledger/index.js';
 import type { ApprovalRecord } from '../run-state/index.js';
-import { toApproval, toToolExecution } from './present.js';
+import { toApprovalFields, toToolExecution } from './present.js';
 
 /**
  * The one table from error code to HTTP status. Every code has a row (the type checks it), so a new
@@ -106,7 +106,7 @@ export const RETRY_AFTER_S: Partial<Record<ErrorCode, number>> = {
 export interface ErrorEnvelope {
   error: { code: string; message: string };
   record?: ReturnType<typeof toToolExecution>;
-  approval?: ReturnType<typeof toApproval>;
+  approval?: ReturnType<typeof toApprovalFields>;
 }
 
 /** The status and body an error answers with. Unknown errors are 500 `API_INTERNAL`, never their text. */
@@ -122,7 +122,7 @@ export function errorResponse(error: unknown): { status: number; body: ErrorEnve
     body.record = toToolExecution(details.record as unknown as ToolExecutionRecord);
   }
   if (oncely.code === 'APPROVAL_ALREADY_DECIDED' && isRecord(details.approval)) {
-    body.approval = toApproval(details.approval as unknown as ApprovalRecord);
+    body.approval = toApprovalFields(details.approval as unknown as ApprovalRecord);
   }
   return { status: HTTP_STATUS[oncely.code], body };
 }

@@ -76,6 +76,7 @@ describe('metric names', () => {
       'oncely_tool_calls_total',
       'oncely_model_calls_total',
       'oncely_model_tokens_total',
+      'oncely_tool_call_repeats_total',
       'oncely_http_requests_total',
       'oncely_http_request_duration_seconds',
       'oncely_ledger_operation_duration_seconds',

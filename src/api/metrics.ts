@@ -9,7 +9,7 @@ import type {
   StoreTx,
   TransitionResult,
 } from '../store/index.js';
-import type { ModelResponseInfo } from '../runs/index.js';
+import type { ModelResponseInfo, RepeatInfo } from '../runs/index.js';
 
 /**
  * The Prometheus metrics of one process: ledger operation latency measured as it happens, and counts
@@ -26,6 +26,7 @@ export class ApiMetrics {
   private readonly conflicts: Counter<'tenant'>;
   private readonly modelCalls: Counter<'agent' | 'model'>;
   private readonly modelTokens: Counter<'agent' | 'model' | 'type'>;
+  private readonly repeats: Counter<'tool' | 'decision'>;
   private readonly countsAge: Gauge;
   private readonly toolCalls: Counter<'tool' | 'status'>;
   readonly httpRequests: Counter<'method' | 'route' | 'status'>;
@@ -93,6 +94,12 @@ export class ApiMetrics {
       labelNames: ['agent', 'model', 'type'],
       registers,
     });
+    this.repeats = new Counter({
+      name: 'oncely_tool_call_repeats_total',
+      help: 'Repeats (a call whose tool and identity equal an earlier call that took effect) in the runs this process drove, by tool and decision: ask, refuse, wait, approved, rejected',
+      labelNames: ['tool', 'decision'],
+      registers,
+    });
     this.countsAge = new Gauge({
       name: 'oncely_metrics_counts_age_seconds',
       help: 'How old the counts of this scrape are (read from the database at most once per --metrics-interval-ms)',
@@ -148,6 +155,11 @@ export class ApiMetrics {
     for (const [type, tokens] of types) {
       if (tokens !== undefined && tokens > 0) this.modelTokens.inc({ ...labels, type }, tokens);
     }
+  }
+
+  /** Counts a repeat a step of a run this process drove wrote down (the runtime's `onRepeat`). */
+  toolCallRepeat(info: RepeatInfo): void {
+    this.repeats.inc({ tool: info.toolName, decision: info.decision });
   }
 
   /** Reads the counts from the store (see `minReadIntervalMs`) and renders every metric in the Prometheus text format. */

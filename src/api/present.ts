@@ -103,7 +103,20 @@ export function toRunEvent(e: RunEvent): z.output<typeof runEventSchema> {
   return { id: e.seq, at: e.at, type: e.type, data: e.data };
 }
 
-export function toApproval(a: ApprovalRecord): z.output<typeof approvalSchema> {
+/**
+ * An approval with the earlier call it repeats (`earlier`: that call's record as read now, or
+ * undefined when there is none or it is not in the ledger).
+ */
+export function toApproval(
+  a: ApprovalRecord,
+  earlier: ToolExecutionRecord | undefined,
+): z.output<typeof approvalSchema> {
+  const repeated = a.repeatOf === null || earlier === undefined ? null : toToolExecution(earlier);
+  return { ...toApprovalFields(a), earlier: repeated };
+}
+
+/** An approval's own fields, without reading the earlier call (an error answer shows these). */
+export function toApprovalFields(a: ApprovalRecord): Omit<z.output<typeof approvalSchema>, 'earlier'> {
   return {
     tenant_id: a.tenantId,
     idempotency_key: a.idempotencyKey,
@@ -111,6 +124,7 @@ export function toApproval(a: ApprovalRecord): z.output<typeof approvalSchema> {
     tool_name: a.toolName,
     args: a.args,
     args_digest: a.argsDigest,
+    repeat_of: a.repeatOf,
     status: a.status,
     decided_by: a.decidedBy,
     reason: a.reason,

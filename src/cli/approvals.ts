@@ -8,7 +8,10 @@ import { positiveInt } from './worker.js';
 
 const path = (key: string): string => `/v1/approvals/${encodeURIComponent(key)}`;
 
-/** `oncely approvals list|approve|reject`: decide the calls waiting for an operator. */
+/**
+ * `oncely approvals list|approve|reject`: decide the calls waiting for an operator. A repeat (a call
+ * identical to an earlier one that took effect) is listed with the earlier call beside it.
+ */
 export function approvalsCommand(): Command {
   const command = new Command('approvals').description(
     'decide the calls waiting for approval (through the API)',
@@ -38,9 +41,15 @@ function listCommand(): Command {
           a.tool_name,
           a.status,
           age(a.created_at),
+          a.repeat_of ?? '-',
           clip(JSON.stringify(a.args), 50),
         ]);
-        return renderTable(['KEY', 'TOOL', 'STATUS', 'AGE', 'ARGS'], rows) + moreHint('approvals list', page);
+        const repeats = page.items.filter((a) => a.repeat_of !== null).map(describeRepeat);
+        return (
+          renderTable(['KEY', 'TOOL', 'STATUS', 'AGE', 'REPEAT OF', 'ARGS'], rows) +
+          repeats.map((text) => `\n${text}`).join('') +
+          moreHint('approvals list', page)
+        );
       });
     });
 }
@@ -61,4 +70,26 @@ function decideCommand(decision: 'approve' | 'reject'): Command {
     });
     output(flags.json, approval, () => `${approval.idempotency_key} is ${approval.status}\n`);
   });
+}
+
+/**
+ * A repeat's two calls one above the other, so an operator compares them before deciding: the
+ * arguments asked for now, and the earlier call's arguments and what it came to.
+ */
+function describeRepeat(a: Approval): string {
+  const e = a.earlier;
+  const head = `${a.idempotency_key} repeats ${a.repeat_of ?? '-'} (${a.tool_name}):`;
+  const now = `  this call: ${JSON.stringify(a.args)}`;
+  if (e === null) return [head, now, '  earlier:   not in the ledger', ''].join('\n');
+  const outcome =
+    e.error === null
+      ? `result ${e.result === null ? '-' : JSON.stringify(e.result)}, reference ${e.result_reference ?? '-'}`
+      : `error ${e.error.code}: ${e.error.message}`;
+  return [
+    head,
+    now,
+    `  earlier:   ${JSON.stringify(e.args)}`,
+    `             ${e.status}, ${outcome}`,
+    '',
+  ].join('\n');
 }

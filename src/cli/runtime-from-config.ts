@@ -27,6 +27,8 @@ export interface RuntimeFlags {
   readonly log?: LedgerLog;
   /** Told of each model response the runtime drives (`serve` counts them for `/metrics`). */
   readonly onModelResponse?: RuntimeOptions['onModelResponse'];
+  /** Told of each repeat a run's step writes down (`serve` counts them for `/metrics`). */
+  readonly onRepeat?: RuntimeOptions['onRepeat'];
 }
 
 export interface CommandRuntime {
@@ -95,6 +97,7 @@ export async function openCommandRuntime(
       ...config?.runtime,
       ...(flags.log === undefined ? {} : { log: flags.log }),
       ...(flags.onModelResponse === undefined ? {} : { onModelResponse: flags.onModelResponse }),
+      ...(flags.onRepeat === undefined ? {} : { onRepeat: flags.onRepeat }),
     });
     return { runtime, store: opened, config, url };
   } catch (error) {

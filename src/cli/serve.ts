@@ -143,6 +143,7 @@ async function serve(flags: ServeFlags): Promise<void> {
     log,
     wrapStore: (opened) => metrics.instrument(opened),
     onModelResponse: (response) => metrics.modelResponse(response),
+    onRepeat: (info) => metrics.toolCallRepeat(info),
   });
   let worker: Worker | undefined;
   let app: Awaited<ReturnType<typeof buildApiServer>> | undefined;

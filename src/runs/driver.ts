@@ -30,7 +30,7 @@ import {
   type ModelStepDriver,
   type UnsavedResponse,
 } from './model-step.js';
-import { settleStep } from './settle-step.js';
+import { settleStep, type RepeatInfo } from './settle-step.js';
 import type { SaveExtras } from './step-driver.js';
 import type { DeltaBus } from './stream-deltas.js';
 
@@ -47,6 +47,8 @@ export interface DriverOptions {
   readonly retryBaseMs?: number;
   /** Told of each model response (its model and usage), for metrics; what it throws is ignored. */
   readonly onModelResponse?: (response: ModelResponseInfo) => void;
+  /** Told of each repeat a step writes down (its tool and decision), for metrics; what it throws is ignored. */
+  readonly onRepeat?: (info: RepeatInfo) => void;
   /**
    * True once the process is stopping: the drive lets go of the run at its next step boundary
    * (nothing in flight, everything durable), queued for another process to claim at once.
@@ -70,6 +72,7 @@ export class RunDriver implements ModelStepDriver {
   readonly leaseMs: number;
   readonly retryBaseMs: number;
   readonly onModelResponse: DriverOptions['onModelResponse'];
+  readonly onRepeat: DriverOptions['onRepeat'];
   readonly #handingOff: () => boolean;
   /** Where a streaming agent's deltas go in this process. */
   readonly deltas: DeltaBus | undefined;
@@ -107,6 +110,7 @@ export class RunDriver implements ModelStepDriver {
     this.leaseMs = options.leaseMs;
     this.retryBaseMs = options.retryBaseMs ?? DEFAULT_RETRY_BASE_MS;
     this.onModelResponse = options.onModelResponse;
+    this.onRepeat = options.onRepeat;
     this.#handingOff = options.handingOff ?? (() => false);
     this.deltas = options.deltas;
     this.tools = new Map(options.agent.tools.map((t) => [t.name, t]));

@@ -13,6 +13,7 @@ export {
 } from './conversation.js';
 export { HANDED_OFF, type DriveEnd } from './drive-end.js';
 export type { ModelResponseInfo } from './model-step.js';
+export type { RepeatInfo } from './settle-step.js';
 export type { ApprovalDecision } from './decisions.js';
 export { blockersOf, resumeIfReady, type Blockers } from './resume.js';
 export { NOTES as HEARD_NOTES } from './heard.js';

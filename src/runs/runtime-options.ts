@@ -5,6 +5,7 @@ import type { Store } from '../store/index.js';
 import type { Tool } from '../tools/index.js';
 import type { Clock } from '../util/clock.js';
 import type { ModelResponseInfo } from './model-step.js';
+import type { RepeatInfo } from './settle-step.js';
 
 export const DEFAULT_LEASE_MS = 30_000;
 
@@ -51,6 +52,12 @@ export interface RuntimeOptions {
   readonly log?: LedgerLog;
   /** Told of each model response of a run this runtime drives (its model and usage), for metrics. */
   readonly onModelResponse?: (response: ModelResponseInfo) => void;
+  /**
+   * Told of each repeat a step of a run this runtime drives writes down (the `tool.repeat` event):
+   * its tenant, agent, tool and decision (`ask`, `refuse`, `wait`, `approved`, `rejected`), for
+   * metrics. What it throws is ignored.
+   */
+  readonly onRepeat?: (info: RepeatInfo) => void;
   /**
    * The time of everything this runtime does: leases and their renewals, attempts' timeouts and
    * backoffs, tool slots, model call timeouts, the sweep's waits, a worker's polls and heartbeats.

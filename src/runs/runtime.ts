@@ -59,6 +59,7 @@ export class Runtime {
   readonly maxDriveAttempts: number;
   readonly retryBaseMs: number;
   readonly onModelResponse: RuntimeOptions['onModelResponse'];
+  readonly onRepeat: RuntimeOptions['onRepeat'];
   readonly clock: Clock;
   readonly #ownsStore: boolean;
   readonly #reconcileEveryMs: number;
@@ -93,6 +94,7 @@ export class Runtime {
     this.maxDriveAttempts = options.maxDriveAttempts ?? DEFAULT_MAX_DRIVE_ATTEMPTS;
     this.retryBaseMs = options.retryBaseMs ?? DEFAULT_RETRY_BASE_MS;
     this.onModelResponse = options.onModelResponse;
+    this.onRepeat = options.onRepeat;
     this.agents = indexAgents(options.agents);
     this.tools = indexTools([...options.agents.flatMap((a) => a.tools), ...(options.tools ?? [])]);
     this.leaseMs = options.leaseMs ?? DEFAULT_LEASE_MS;
@@ -227,6 +229,7 @@ export class Runtime {
         leaseMs: this.leaseMs,
         retryBaseMs: this.retryBaseMs,
         ...(this.onModelResponse === undefined ? {} : { onModelResponse: this.onModelResponse }),
+        ...(this.onRepeat === undefined ? {} : { onRepeat: this.onRepeat }),
         handingOff: () => this.#handingOff,
         deltas: this.deltas,
       },

@@ -21,8 +21,21 @@ import { inSeconds, type DriveEnd } from './drive-end.js';
 import { executeStep, recordInHand } from './execute-step.js';
 import { heardOf, heardOfRecorded, toldFromHistory } from './heard.js';
 import { toolMessage } from './messages.js';
-import { planStep, type StepPlan } from './plan-step.js';
+import { planStep, type RepeatDecision, type StepPlan } from './plan-step.js';
 import type { SaveExtras, StepDriver } from './step-driver.js';
+
+/** A repeat a step wrote down (a `tool.repeat` event), as the runtime's `onRepeat` hears it. */
+export interface RepeatInfo {
+  readonly tenantId: string;
+  readonly agent: string;
+  readonly toolName: string;
+  readonly decision: RepeatDecision;
+}
+
+/** What the settle step sees of its driver besides a step's view (`RunDriver` documents it). */
+export interface SettleStepDriver extends StepDriver {
+  readonly onRepeat: ((info: RepeatInfo) => void) | undefined;
+}
 
 /** Passes over one step: the second and third only ask reconcile hooks about calls just found unknown. */
 const MAX_PASSES = 3;
@@ -35,7 +48,7 @@ type Executed = Extract<CallProgress, { kind: 'executed' }>;
  * allows, then records every outcome and the next checkpoint in one transaction. Returns the end of
  * the drive when the run waits or ends, or undefined when the model is to be called next.
  */
-export async function settleStep(driver: StepDriver): Promise<DriveEnd | undefined> {
+export async function settleStep(driver: SettleStepDriver): Promise<DriveEnd | undefined> {
   for (let pass = 1; ; pass++) {
     const pending = driver.checkpoint.pending;
     if (pending === null) return undefined;
@@ -77,7 +90,7 @@ interface Told {
  * written, in a transaction.
  */
 async function commit(
-  driver: StepDriver,
+  driver: SettleStepDriver,
   calls: readonly PendingCall[],
   planned: StepPlan,
   progress: Map<string, CallProgress>,
@@ -107,6 +120,7 @@ async function commit(
       executed.forEach(([, p], i) => afterWrite(driver.ledger, p, written![i]!));
       if (recorded.version !== null) {
         const saved = driver.saved(save, recorded.version);
+        if (saved) tellRepeats(driver, calls, plan);
         await crashPoint('tool.after-record');
         return saved ? write.then : driver.standDown();
       }
@@ -114,6 +128,7 @@ async function commit(
   }
   // Told from what was written (the outcomes are written first if they are not yet).
   const writes: [Executed, TransitionResult][] = [];
+  let committed = false;
   const result = await recordOrHand(
     driver,
     written === undefined ? progress : new Map<string, CallProgress>(),
@@ -128,10 +143,12 @@ async function commit(
           return record;
         });
         const told = tell(driver, calls, plan, progress, outcomesOf(plan, progress, executed, records));
-        return applyIn(driver, tx, decide(driver, told, plan, mayPassAgain));
+        committed = false; // a transaction tried again starts over
+        return applyIn(driver, tx, decide(driver, told, plan, mayPassAgain), () => (committed = true));
       }),
   );
   for (const [p, w] of writes) afterWrite(driver.ledger, p, w);
+  if (committed) tellRepeats(driver, calls, plan);
   await crashPoint('tool.after-record');
   return result;
 }
@@ -171,6 +188,28 @@ async function recordOrHand<T>(
   } catch (error) {
     await recordInHand(driver, inHand);
     throw error;
+  }
+}
+
+/**
+ * Tells `onRepeat` of each repeat of the step, once its `tool.repeat` event is written (so it counts
+ * what the run's events say, and a write that was fenced out counts nothing).
+ */
+function tellRepeats(driver: SettleStepDriver, calls: readonly PendingCall[], plan: StepPlan): void {
+  if (driver.onRepeat === undefined || plan.repeats.size === 0) return;
+  for (const call of calls) {
+    const repeat = plan.repeats.get(call.toolCallId);
+    if (repeat === undefined) continue;
+    try {
+      driver.onRepeat({
+        tenantId: driver.run.tenantId,
+        agent: driver.agent.name,
+        toolName: call.toolName,
+        decision: repeat.decision,
+      });
+    } catch {
+      // An observer's failure is not the run's.
+    }
   }
 }
 
@@ -327,8 +366,10 @@ async function applyIn(
   driver: StepDriver,
   tx: StoreTx,
   write: StepWrite,
+  saved: () => void,
 ): Promise<DriveEnd | undefined | 'again'> {
   if (!(await driver.save(tx, write.checkpoint, write.status, write.extras))) return driver.standDown();
+  saved();
   if (write.release !== undefined) {
     return driver.release(tx, 'waiting', write.release.delayMs, write.release.reason);
   }

@@ -1,6 +1,6 @@
 /* eslint-disable @typescript-eslint/no-unsafe-member-access, @typescript-eslint/no-unsafe-call, @typescript-eslint/no-unsafe-assignment, @typescript-eslint/no-unsafe-argument -- HTTP answers are JSON of no static type, read by assertions */
 import { setTimeout as sleep } from 'node:timers/promises';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { DIALECTS, TENANT, ApiHarness } from './support/harness.js';
 
 describe.each(DIALECTS)('approvals over HTTP on %s', (dialect) => {
@@ -112,6 +112,90 @@ describe.each(DIALECTS)('approvals over HTTP on %s', (dialect) => {
     }
     const runEvents = await h.store.runs.events(TENANT, key.split(':')[0]!, 0, 100);
     expect(runEvents.filter((e) => e.type === 'approval.decided')).toHaveLength(1);
+  });
+
+  /** `oncely_tool_call_repeats_total` of issue_credit with this decision, as /metrics says now. */
+  async function repeatsCounted(decision: string): Promise<number> {
+    const text = (await h.request('GET', '/metrics')).text;
+    const line = text
+      .split('\n')
+      .find((l) =>
+        l.startsWith(`oncely_tool_call_repeats_total{tool="issue_credit",decision="${decision}"}`),
+      );
+    return line === undefined ? 0 : Number(line.split(' ').at(-1));
+  }
+
+  it('a repeat names the earlier call and shows it as it stands, read once a page; /metrics counts it', async () => {
+    const t = await h.newTenant();
+    const askedBefore = await repeatsCounted('ask');
+    const runs = [
+      await h.drivenRun('repeat-agent', t.tenantId),
+      await h.drivenRun('repeat-agent', t.tenantId),
+    ];
+    expect(await repeatsCounted('ask')).toBe(askedBefore + 2);
+    const plain = await waiting(t.tenantId);
+    const pairs = await Promise.all(
+      runs.map(async (runId) => {
+        const [approval] = await h.store.runs.approvalsOfRun(t.tenantId, runId);
+        const [earlier] = await h.store.ledger.list(t.tenantId, {
+          runId,
+          statuses: ['completed'],
+          limit: 10,
+        });
+        expect(approval?.repeatOf).toBe(earlier!.idempotencyKey);
+        return { key: approval!.idempotencyKey, first: earlier!.idempotencyKey };
+      }),
+    );
+    const args = { accountId: 'acct_1', amountCents: 2500 };
+    const shown = (key: string, first: string, status: string) => ({
+      idempotency_key: key,
+      status: 'pending',
+      tool_name: 'issue_credit',
+      args,
+      repeat_of: first,
+      earlier: {
+        idempotency_key: first,
+        tool_name: 'issue_credit',
+        status,
+        args,
+        result: { receipt: `cr_${first}` },
+        result_reference: `cr_${first}`,
+      },
+    });
+
+    const getMany = vi.spyOn(h.store.ledger, 'getMany');
+    try {
+      const list = await h.request('GET', '/v1/approvals', { key: t.viewer });
+      expect(list.status).toBe(200);
+      expect(list.body.items).toMatchObject([
+        ...pairs.map((p) => shown(p.key, p.first, 'completed')),
+        { idempotency_key: plain.key, repeat_of: null, earlier: null },
+      ]);
+      expect(getMany).toHaveBeenCalledTimes(1);
+    } finally {
+      getMany.mockRestore();
+    }
+
+    // The earlier call as it stands now: undone, the approval shows it compensated.
+    const [a, b] = pairs;
+    const undone = await h.request('POST', `/v1/tool-executions/${a!.first}/compensate`, {
+      key: t.operator,
+      body: { reason: 'credited twice' },
+    });
+    expect(undone.body.status).toBe('compensated');
+    const pending = await h.request('GET', '/v1/approvals?status=pending', { key: t.viewer });
+    expect(pending.body.items[0]).toMatchObject(shown(a!.key, a!.first, 'compensated'));
+
+    // The decision's answer carries both calls too; the approved repeat is counted as approved.
+    const approvedBefore = await repeatsCounted('approved');
+    const approved = await h.request('POST', `/v1/approvals/${b!.key}/approve`, {
+      key: t.operator,
+      body: {},
+    });
+    expect(approved.body).toMatchObject({ ...shown(b!.key, b!.first, 'completed'), status: 'approved' });
+    await h.runtime.drive(t.tenantId, runs[1]!);
+    expect((await h.store.runs.get(t.tenantId, runs[1]!))?.status).toBe('completed');
+    expect(await repeatsCounted('approved')).toBe(approvedBefore + 1);
   });
 
   it("answers 404 for another tenant's approval and changes nothing", async () => {

@@ -221,6 +221,33 @@ describe('the operator CLI against a running API', () => {
     expect((await h.store.runs.getApproval(TENANT, b!.idempotencyKey))?.status).toBe('rejected');
   });
 
+  it('approvals list shows a repeat with the earlier call: its args, status, result and reference', async () => {
+    const runId = await h.drivenRun('repeat-agent');
+    const [approval] = await h.store.runs.approvalsOfRun(TENANT, runId);
+    const key = approval!.idempotencyKey;
+    const first = approval!.repeatOf!;
+    expect(first).toMatch(new RegExp(`^${runId}:`));
+    const listed = await oncely(['approvals', 'list', '--status', 'pending'], env);
+    expect(listed.code, listed.stderr).toBe(0);
+    expect(listed.stdout).toMatch(/^KEY\s+TOOL\s+STATUS\s+AGE\s+REPEAT OF\s+ARGS\n/);
+    expect(listed.stdout).toMatch(new RegExp(`${key}\\s+issue_credit\\s+pending\\s+\\S+\\s+${first}\\s+\\{`));
+    const args = '{"accountId":"acct_1","amountCents":2500}';
+    expect(listed.stdout).toContain(
+      `${key} repeats ${first} (issue_credit):\n` +
+        `  this call: ${args}\n` +
+        `  earlier:   ${args}\n` +
+        `             completed, result {"receipt":"cr_${first}"}, reference cr_${first}\n`,
+    );
+    const json = await oncely(['approvals', 'list', '--status', 'pending', '--json'], env);
+    const page = JSON.parse(json.stdout) as { items: { idempotency_key: string }[] };
+    const item = page.items.find((a) => a.idempotency_key === key);
+    expect(item).toMatchObject({
+      repeat_of: first,
+      args: { accountId: 'acct_1', amountCents: 2500 },
+      earlier: { idempotency_key: first, status: 'completed', result_reference: `cr_${first}` },
+    });
+  });
+
   it('runs list | show | cancel', async () => {
     const runId = await h.drivenRun('approval-agent');
     const listed = await oncely(['runs', 'list', '--status', 'awaiting_approval'], env);

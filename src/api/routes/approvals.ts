@@ -1,4 +1,5 @@
 import { z } from 'zod/v4';
+import type { ToolExecutionRecord } from '../../ledger/index.js';
 import type { ApprovalRecord, ApprovalStatus } from '../../run-state/index.js';
 import type { Store } from '../../store/index.js';
 import { principal } from '../auth/authenticate.js';
@@ -51,13 +52,36 @@ function listRoute(app: ApiApp, ctx: ApiContext): void {
             });
       const phase = (a: ApprovalRecord): ApprovalCursor['phase'] =>
         q.status !== undefined ? 'one' : a.status === 'pending' ? 'pending' : 'decided';
-      return pageOf(approvals, q.limit, toApproval, (a) => ({
+      const earlier = await earlierCalls(ctx.store, tenantId, approvals);
+      const present = (a: ApprovalRecord) => toApproval(a, earlierOf(earlier, a));
+      return pageOf(approvals, q.limit, present, (a) => ({
         phase: phase(a),
         at: a.createdAt,
         key: a.idempotencyKey,
       }));
     },
   );
+}
+
+/** The earlier calls the repeats among `approvals` repeat, by key: one read for a page. */
+async function earlierCalls(
+  store: Store,
+  tenantId: string,
+  approvals: readonly ApprovalRecord[],
+): Promise<Map<string, ToolExecutionRecord>> {
+  const keys = new Set(approvals.flatMap((a) => (a.repeatOf === null ? [] : [a.repeatOf])));
+  if (keys.size === 0) return new Map();
+  const records = await store.ledger.getMany(
+    [...keys].map((idempotencyKey) => ({ tenantId, idempotencyKey })),
+  );
+  return new Map(records.map((r) => [r.idempotencyKey, r]));
+}
+
+function earlierOf(
+  earlier: ReadonlyMap<string, ToolExecutionRecord>,
+  a: ApprovalRecord,
+): ToolExecutionRecord | undefined {
+  return a.repeatOf === null ? undefined : earlier.get(a.repeatOf);
 }
 
 /** Pending approvals in (createdAt, key) order, then the decided ones in the same order. */
@@ -113,7 +137,8 @@ function decisionRoute(app: ApiApp, ctx: ApiContext, decision: 'approve' | 'reje
         { idempotencyKey: key, runId: approval.runId, decision: approval.status },
         'operator decided an approval',
       );
-      return toApproval(approval);
+      const earlier = await earlierCalls(ctx.store, tenantId, [approval]);
+      return toApproval(approval, earlierOf(earlier, approval));
     },
   );
 }

@@ -1,6 +1,7 @@
 import { z } from 'zod/v4';
 import { APPROVAL_STATUSES } from '../../run-state/index.js';
 import { anyJsonSchema, cursorSchema, limitSchema, reasonSchema } from './common.js';
+import { toolExecutionSchema } from './tool-executions.js';
 
 export const approvalSchema = z
   .object({
@@ -10,6 +11,19 @@ export const approvalSchema = z
     tool_name: z.string(),
     args: anyJsonSchema.describe('The exact arguments it approves'),
     args_digest: z.string(),
+    repeat_of: z
+      .string()
+      .nullable()
+      .describe(
+        'Asked for because this call repeats an earlier call of its run (or tenant) that took effect or may ' +
+          "have: that call's key. Null for a tool's own approval",
+      ),
+    earlier: toolExecutionSchema
+      .nullable()
+      .describe(
+        'With repeat_of: the earlier call as it stands now (status, args, result, reference), to compare ' +
+          'with this one. Null when this is not a repeat',
+      ),
     status: z.enum(APPROVAL_STATUSES),
     decided_by: z.string().nullable(),
     reason: z.string().nullable(),

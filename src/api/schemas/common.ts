@@ -48,7 +48,10 @@ export const errorEnvelopeSchema = z
       message: z.string().describe('What happened and what to do'),
     }),
     record: z.unknown().optional().describe('With LEDGER_ALREADY_SETTLED: the record as it stands'),
-    approval: z.unknown().optional().describe('With APPROVAL_ALREADY_DECIDED: the approval as it stands'),
+    approval: z
+      .unknown()
+      .optional()
+      .describe('With APPROVAL_ALREADY_DECIDED: the approval as it stands (without earlier)'),
   })
   .meta({ id: 'Error' });
 

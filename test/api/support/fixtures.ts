@@ -36,7 +36,8 @@ export interface Fixtures {
  * Tools and agents for API tests: `issue_credit` (an external call with a compensation hook),
  * `slow_write` (a write that outlives its 100 ms timeout until released, so its call is
  * indeterminate and its late outcome arrives when the test says), and `approved_credit` (waits for
- * an operator's approval). Each agent makes one call, then answers.
+ * an operator's approval). Each agent makes one call, then answers; `repeat-agent` makes the same
+ * credit twice (the second a repeat, which waits for an approval).
  */
 export function apiFixtures(): Fixtures {
   const downstream = new Downstream();
@@ -94,6 +95,17 @@ export function apiFixtures(): Fixtures {
       oneCall('credit-agent', credit, args),
       oneCall('slow-agent', slowWrite, { accountId: 'acct_1' }, true),
       oneCall('approval-agent', approvedCredit, args),
+      // The same credit twice: the second call repeats the first, so it waits for an approval.
+      defineAgent({
+        name: 'repeat-agent',
+        instructions: 'Credit acct_1 $25.',
+        model: scriptedModel([
+          { toolCalls: [{ toolName: 'issue_credit', input: args }] },
+          { toolCalls: [{ toolName: 'issue_credit', input: args }] },
+          { text: 'Done.' },
+        ]),
+        tools: [credit],
+      }),
       // Every turn: one credit, then an answer; each response reports its tokens.
       defineAgent({
         name: 'chat-agent',

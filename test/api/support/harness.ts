@@ -98,6 +98,7 @@ export class ApiHarness {
       agents: fixtures.agents,
       owner: 'api-test',
       landingMarginMs: 0,
+      onRepeat: (info) => metrics.toolCallRepeat(info),
     });
     const lines: Record<string, unknown>[] = [];
     const sink = new Writable({
