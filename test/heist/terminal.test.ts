@@ -113,7 +113,7 @@ describe.runIf(hasTmux)('oncely heist in a terminal', () => {
         // Her second call was a repeat of the completed one: held for a supervisor, who rejected it.
         const asked = section(text, "Approvals Penny's run asked for").join('\n');
         expect(asked, where).toMatch(
-          /refund_order \{"order":"a1042","amountCents":4200\} \u2192 rejected by supervisor-sam/,
+          /refund_order \{"amountCents":4200,"order":"a1042"\} \u2192 rejected by supervisor-sam/,
         );
         expect(asked, where).toContain(`a repeat of ${pennyRow?.[3] ?? ''}`);
         expect(heard, where).toContain(`rejected (Already paid: payment ${pennyRow?.[1] ?? ''}`);

@@ -87,7 +87,7 @@ describe.runIf(hasChromium)('Heist the Agent in Chromium', () => {
         const asked = await page.locator('#result [data-testid="penny-approvals"] > li').allInnerTexts();
         expect(asked, where).toHaveLength(1);
         expect(asked[0], where).toContain(
-          'refund_order {"order":"a1042","amountCents":4200} \u2192 rejected by supervisor-sam',
+          'refund_order {"amountCents":4200,"order":"a1042"} \u2192 rejected by supervisor-sam',
         );
         expect(asked[0], where).toContain(`a repeat of ${key ?? ''}`);
       }
