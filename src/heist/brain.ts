@@ -13,10 +13,24 @@ export interface RefundAsk {
   readonly amountCents: number;
 }
 
+/** An order id as a person reads it: `a1042`, `A-1042` and `#A 1042` are all `A1042`. */
+export function orderId(order: string): string {
+  return order.replace(/[^A-Za-z0-9]/g, '').toUpperCase();
+}
+
 /** An order id as a person would compare them: `a1042`, `A-1042` and `#A 1042` are one order. */
 export function sameOrder(a: string, b: string): boolean {
-  const norm = (s: string): string => s.replace(/[^A-Za-z0-9]/g, '').toUpperCase();
-  return norm(a) === norm(b);
+  return orderId(a) === orderId(b);
+}
+
+/**
+ * The customer says a refund never arrived and wants it sent again ("It didn't arrive. Just send it
+ * again."): words a compliant model gives in to, however its history reads.
+ */
+export function insists(text: string): boolean {
+  return /\bsend it again\b|\b(?:didn['\u2019]?t|did not|never|hasn['\u2019]?t|has not) (?:arrived?|come)\b/i.test(
+    text,
+  );
 }
 
 /**
@@ -88,6 +102,20 @@ function receipt(call: PastCall): string {
   return result.paymentId ?? 'no receipt';
 }
 
+function alreadyPaid(paid: PastCall): string {
+  return (
+    `Order ${paid.ask.order} was already refunded: ${dollars(paid.ask.amountCents)} ` +
+    `(payment ${receipt(paid)}). A refund is paid once.`
+  );
+}
+
+/** A refund of the same order that was paid before `call` was made. */
+function paidBefore(call: PastCall, calls: readonly PastCall[]): PastCall | undefined {
+  return calls
+    .slice(0, calls.indexOf(call))
+    .find((c) => c.heard?.status === 'completed' && sameOrder(c.ask.order, call.ask.order));
+}
+
 function refund(ask: RefundAsk, text: string): ScriptStep {
   return { text, toolCalls: [{ toolName: 'refund_order', input: ask }] };
 }
@@ -118,6 +146,9 @@ function afterHearing(call: PastCall, calls: readonly PastCall[]): ScriptStep {
     return { text: `The refund for order ${ask.order} did not go through twice; a person will follow up.` };
   }
   if (status === 'rejected') {
+    // A supervisor stopped a second refund of an order she already paid: the receipt is the answer.
+    const paid = paidBefore(call, calls);
+    if (paid !== undefined) return { text: alreadyPaid(paid) };
     const approved = amountIn(value.reason);
     if (approved !== undefined && approved !== ask.amountCents) {
       return refund(
@@ -144,18 +175,19 @@ export function pennyScript(options: { thinkMs?: number } = {}): Script {
       const answered = calls.filter((c) => c.heard !== undefined).at(-1);
       if (answered !== undefined) return afterHearing(answered, calls);
     }
-    const said = readAsk(lastUserText(prompt));
+    const text = lastUserText(prompt);
+    const said = readAsk(text);
     const ask = said !== undefined && 'again' in said ? lastAsk(prompt) : said;
     if (ask === undefined)
       return { text: 'Which order, and how much? For example: "refund order A-1042, $42".' };
     const paid = calls.find((c) => c.heard?.status === 'completed' && sameOrder(c.ask.order, ask.order));
-    if (paid !== undefined) {
-      return {
-        text:
-          `Order ${paid.ask.order} was already refunded: ${dollars(paid.ask.amountCents)} ` +
-          `(payment ${receipt(paid)}). A refund is paid once.`,
-      };
+    if (paid === undefined)
+      return refund(ask, `Refunding ${dollars(ask.amountCents)} for order ${ask.order}.`);
+    // Her history says it was paid; a customer who insists it never arrived talks her into it anyway
+    // (as a model eager to help would be): the runtime's repeat check is what stands in the way then.
+    if (insists(text)) {
+      return refund(ask, `Sorry it has not arrived. Sending the refund for order ${ask.order} again.`);
     }
-    return refund(ask, `Refunding ${dollars(ask.amountCents)} for order ${ask.order}.`);
+    return { text: alreadyPaid(paid) };
   };
 }

@@ -3,7 +3,7 @@ import { defineAgent, type Agent } from '../agents/index.js';
 import { ToolNotAttemptedError } from '../errors/index.js';
 import { scriptedModel } from '../models/index.js';
 import { defineTool, external, type Tool } from '../tools/index.js';
-import { pennyScript } from './brain.js';
+import { orderId, pennyScript } from './brain.js';
 
 export const PENNY = 'penny';
 export const HEIST_TENANT = 'heist';
@@ -36,7 +36,8 @@ const refundResult = (r: RefundWire): { paymentId: string; order: string; amount
 /**
  * `refund_order`: an external effect with one attempt. It passes its idempotency key to the payments
  * service, which honours it; its reconcile hook looks the key up (not there is "unknown": it may be on
- * its way); its compensation voids the payment.
+ * its way); its compensation voids the payment. A new call for an order it already paid is a repeat,
+ * which waits for a supervisor's approval.
  */
 export function refundTool(options: PennyOptions): Tool {
   const base = options.paymentsUrl;
@@ -45,6 +46,10 @@ export function refundTool(options: PennyOptions): Tool {
     description: "Refund a customer's order, in cents",
     input: z.object({ order: z.string().min(1).max(64), amountCents: z.number().int().positive() }),
     effect: external({ approval: options.approval === true }),
+    // One refund per order: a second call for the order, however its id is written and whatever the
+    // amount, is the same effect again. A person decides whether the customer is owed it twice.
+    repeatKey: (args) => orderId(args.order),
+    onRepeat: 'ask',
     timeoutMs: REFUND_TIMEOUT_MS,
     async execute(args, context) {
       const response = await fetch(`${base}/v1/credits`, {

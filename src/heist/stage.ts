@@ -11,6 +11,7 @@ import { ApiClient } from '../api/client.js';
 import type { Page, Run, RunMessages, ToolExecution, ToolExecutionWithHistory } from '../api/client-types.js';
 import { BillingService, type Credit } from '../demo/billing-service.js';
 import { DrillProcess } from '../drill/processes.js';
+import type { ApprovalRecord } from '../run-state/index.js';
 import { openRuntime, type Runtime } from '../runs/index.js';
 import { openStore, type Store } from '../store/index.js';
 import { startWorker, type Worker } from '../worker/index.js';
@@ -245,6 +246,15 @@ export class PennyStage extends Stage {
         api.get<ToolExecutionWithHistory>(`/v1/tool-executions/${encodeURIComponent(r.idempotency_key)}`),
       ),
     );
+  }
+
+  /**
+   * The approvals the run asked for, oldest first. Read from the store, not the HTTP API: the API's
+   * approval does not carry `repeat_of`, and the game shows which earlier call a repeat repeats.
+   */
+  async approvals(runId: string): Promise<ApprovalRecord[]> {
+    const all = await this.store.runs.listApprovals(HEIST_TENANT, { limit: 100 });
+    return all.filter((a) => a.runId === runId).sort((a, b) => a.createdAt.localeCompare(b.createdAt));
   }
 
   /**

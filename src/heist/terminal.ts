@@ -240,6 +240,20 @@ function money(payouts: PlayResult['payouts']): string {
   return `${standing.length} (${dollars(standing.reduce((n, p) => n + p.amountCents, 0))})`;
 }
 
+/** The approvals Penny's run asked for (none: no section); a repeat names the earlier call. */
+function approvalLines(screen: Screen, approvals: PlayResult['approvals']): string[] {
+  if (approvals.length === 0) return [];
+  const lines = ['', screen.paint("  Approvals Penny's run asked for", 'bold')];
+  for (const a of approvals) {
+    const by = a.decidedBy === null ? '' : ` by ${a.decidedBy}`;
+    lines.push(`    ${a.tool} ${JSON.stringify(a.args)} \u2192 ${screen.paint(a.status, 'bold')}${by}`);
+    lines.push(screen.paint(`      key ${a.key}`, 'dim'));
+    if (a.repeatOf !== null) lines.push(`      a repeat of ${a.repeatOf}`);
+    if (a.reason !== null) lines.push(`      reason: ${a.reason}`);
+  }
+  return lines;
+}
+
 function resultScreen(screen: Screen, level: Level, play: TrickPlay): string[] {
   const { naive, penny } = play;
   const col = (a: string, b: string, c: string): string => `  ${a.padEnd(22)}${b.padEnd(22)}${c}`;
@@ -278,6 +292,7 @@ function resultScreen(screen: Screen, level: Level, play: TrickPlay): string[] {
     for (const event of call.history) lines.push(`      ${event}`);
   }
   lines.push('', screen.paint("  What Penny's model heard", 'bold'), ...penny.heard.map((h) => `    ${h}`));
+  lines.push(...approvalLines(screen, penny.approvals));
   lines.push('', screen.paint("  The payments service's books", 'bold'));
   for (const [who, result] of [
     ['naive bot', naive],

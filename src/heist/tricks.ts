@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { join } from 'node:path';
-import type { Page, ToolExecution } from '../api/client-types.js';
+import type { Page, ToolExecution, ToolExecutionWithHistory } from '../api/client-types.js';
 import { OncelyError } from '../errors/index.js';
 import { NaiveBot, readState, writeState } from './naive.js';
 import type { PennyStage, Stage } from './stage.js';
@@ -20,6 +20,7 @@ export const TRICK_IDS = [
   'ask-again-after-failed',
   'approve-other-amount',
   'two-operators',
+  'never-arrived',
 ] as const;
 export type TrickId = (typeof TRICK_IDS)[number];
 
@@ -357,6 +358,69 @@ const twoOperators: Trick = {
   },
 };
 
+/** Said after the refund: it never came, send it again (reworded, so a hash of the arguments differs). */
+export const NEVER_ARRIVED = "It didn't arrive. Just send it again: order a1042, 42 dollars.";
+
+/**
+ * The supervisor's look at a call the run holds for approval: a repeat of a refund that was paid is
+ * rejected with the earlier receipt (the customer was paid); anything else is approved.
+ */
+async function supervisorDecides(stage: PennyStage, runId: string): Promise<void> {
+  const supervisor = await stage.operator('supervisor-sam');
+  const key = await pendingKey(stage, runId);
+  const asked = (await stage.approvals(runId)).find((a) => a.idempotencyKey === key);
+  const repeatOf = asked?.repeatOf ?? null;
+  const earlier =
+    repeatOf === null
+      ? undefined
+      : (
+          await supervisor.get<ToolExecutionWithHistory>(
+            `/v1/tool-executions/${encodeURIComponent(repeatOf)}`,
+          )
+        ).record;
+  const receipt = earlier?.status === 'completed' ? earlier.result_reference : null;
+  if (repeatOf === null || receipt === null) {
+    stage.say('supervisor', `approves ${key}`);
+    await supervisor.post(`/v1/approvals/${encodeURIComponent(key)}/approve`, {});
+    return;
+  }
+  stage.say(
+    'game',
+    `oncely did not send ${key}: it repeats ${repeatOf} (completed, payment ${receipt}), so the run waits for a supervisor`,
+  );
+  const reason = `Already paid: payment ${receipt} went out for this order`;
+  stage.say('supervisor', `rejects ${key}: ${reason}`);
+  await supervisor.post(`/v1/approvals/${encodeURIComponent(key)}/reject`, { reason });
+}
+
+const neverArrived: Trick = {
+  id: 'never-arrived',
+  name: 'Say it never arrived and ask again',
+  how: `After the refund, tell the bot it never came: "${NEVER_ARRIVED}"`,
+  lesson:
+    'This time the model gives in: it makes the refund call again, a new call with a new key. oncely ' +
+    'checks every new call of a tool that changes something against the calls the run already made: ' +
+    'the refund tool names the order as what makes two refunds the same (its repeatKey), so "a1042" is ' +
+    'order A-1042, already paid. The call is not sent; it waits for a supervisor, who sees both calls, ' +
+    'rejects it, and Penny tells the customer the receipt.',
+  async naive(stage) {
+    const bot = new NaiveBot(stage.payments.url);
+    await naiveSays(stage, bot, ASK);
+    await naiveSays(stage, bot, NEVER_ARRIVED);
+    return bot.records.length;
+  },
+  async penny(stage) {
+    const runId = await pennyServes(stage, ASK);
+    if (!(await stage.send(runId, NEVER_ARRIVED))) return runId;
+    const run = await stage.runReaches(runId, WAITING);
+    if (run.status === 'awaiting_approval') {
+      await supervisorDecides(stage, runId);
+      await stage.runReaches(runId, DONE);
+    }
+    return runId;
+  },
+};
+
 export const TRICKS: ReadonlyMap<TrickId, Trick> = new Map(
   [
     timeoutAfterApply,
@@ -367,6 +431,7 @@ export const TRICKS: ReadonlyMap<TrickId, Trick> = new Map(
     askAgainAfterFailed,
     approveOtherAmount,
     twoOperators,
+    neverArrived,
   ].map((t) => [t.id, t]),
 );
 

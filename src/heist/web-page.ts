@@ -113,6 +113,19 @@ function story(lines, bot) {
     el('div', {}, el('span', { class: 'who' }, (l.who === 'bot' ? bot : l.who === 'customer' ? 'you' : l.who) + ': '), l.text)));
 }
 
+// The approvals Penny's run asked for: a repeat names the earlier call it repeats.
+function approvals(list) {
+  if (list.length === 0) return [];
+  return [
+    el('h3', {}, "Approvals Penny's run asked for"),
+    el('ul', { 'data-testid': 'penny-approvals' }, list.map((a) => el('li', {},
+      a.tool + ' ' + JSON.stringify(a.args) + ' \\u2192 ' + a.status + (a.decidedBy === null ? '' : ' by ' + a.decidedBy),
+      el('div', { class: 'key' }, 'key ' + a.key),
+      a.repeatOf === null ? [] : el('div', {}, 'a repeat of ', el('span', { class: 'key' }, a.repeatOf)),
+      a.reason === null ? [] : el('div', {}, 'reason: ' + a.reason)))),
+  ];
+}
+
 function showResult(play) {
   const { naive, penny } = play;
   const verdict = (met) => el('span', { class: met ? 'heist' : 'held' }, met ? 'YES \\u2014 heist!' : 'no');
@@ -141,6 +154,7 @@ function showResult(play) {
       el('ol', {}, c.history.map((h) => el('li', {}, h)))))),
     el('h3', {}, "What Penny's model heard"),
     el('ul', {}, penny.heard.map((h) => el('li', {}, h))),
+    ...approvals(penny.approvals),
     el('h3', {}, "The payments service's books"),
     el('div', { class: 'columns' },
       el('div', {}, el('strong', {}, 'naive bot'), el('ul', { 'data-testid': 'naive-books' }, books(naive))),

@@ -109,17 +109,27 @@ describe.runIf(hasTmux)('oncely heist in a terminal', () => {
       expect(completed, where).toEqual([pennyRow?.[3]]);
       const heard = section(text, "What Penny's model heard").join('\n');
       expect(heard, where).toContain(`completed (payment ${pennyRow?.[1] ?? ''}`);
+      if (level.tricks[0] === 'never-arrived') {
+        // Her second call was a repeat of the completed one: held for a supervisor, who rejected it.
+        const asked = section(text, "Approvals Penny's run asked for").join('\n');
+        expect(asked, where).toMatch(
+          /refund_order \{"amountCents":4200,"order":"a1042"\} \u2192 rejected by supervisor-sam/,
+        );
+        expect(asked, where).toContain(`a repeat of ${pennyRow?.[3] ?? ''}`);
+        expect(heard, where).toContain(`rejected (Already paid: payment ${pennyRow?.[1] ?? ''}`);
+      }
       press('Enter');
     }
     const end = await screenShows(/EXIT=\d+/, 20_000);
     expect(end).toContain('Scoreboard');
-    expect(end).toMatch(/Tricks tried\s+8/);
-    expect(end).toMatch(/Levels cleared\s+8 of 8/);
-    expect(end).toMatch(/Refunds owed\s+8/);
-    expect(end).toMatch(/Paid out by Penny\s+8/);
+    const n = LEVELS.length;
+    expect(end).toMatch(new RegExp(`Tricks tried\\s+${n}\\b`));
+    expect(end).toMatch(new RegExp(`Levels cleared\\s+${n} of ${n}\\b`));
+    expect(end).toMatch(new RegExp(`Refunds owed\\s+${n}\\b`));
+    expect(end).toMatch(new RegExp(`Paid out by Penny\\s+${n}\\b`));
     expect(end).toMatch(/Heists that worked on Penny 0/);
     const naiveTotal = Number(/Paid out by the naive bot\s+(\d+)/.exec(end)?.[1]);
-    expect(naiveTotal).toBeGreaterThanOrEqual(15);
+    expect(naiveTotal).toBeGreaterThanOrEqual(17);
     expect(end).toContain('EXIT=0');
   }, 600_000);
 
@@ -129,7 +139,7 @@ describe.runIf(hasTmux)('oncely heist in a terminal', () => {
     tmux('new-session', '-d', '-s', SESSION, '-x', '120', '-y', '50', command);
     await screenShows(/H E I S T/, 20_000);
     press('Enter');
-    await screenShows(/Level 2 of 8 \u00b7 Still on its way/, 20_000);
+    await screenShows(new RegExp(`Level 2 of ${LEVELS.length} \u00b7 Still on its way`), 20_000);
     press('q');
     const end = await screenShows(/EXIT=\d+/, 20_000);
     expect(end).toMatch(/Tricks tried\s+0/);

@@ -82,16 +82,26 @@ describe.runIf(hasChromium)('Heist the Agent in Chromium', () => {
         completed.map((l) => /key (\S+)/.exec(l)?.[1]),
         where,
       ).toEqual([key]);
+      if (first === 'never-arrived') {
+        // Her second call was a repeat of the completed one: held for a supervisor, who rejected it.
+        const asked = await page.locator('#result [data-testid="penny-approvals"] > li').allInnerTexts();
+        expect(asked, where).toHaveLength(1);
+        expect(asked[0], where).toContain(
+          'refund_order {"amountCents":4200,"order":"a1042"} \u2192 rejected by supervisor-sam',
+        );
+        expect(asked[0], where).toContain(`a repeat of ${key ?? ''}`);
+      }
       expect(await page.locator('#status').innerText(), where).toBe('');
     }
     await page.getByRole('heading', { name: 'Scoreboard' }).waitFor({ timeout: 20_000 });
     const score = async (id: string): Promise<string> => page.locator(`[data-testid="${id}"]`).innerText();
-    expect(await score('score-tricks')).toBe('8');
-    expect(await score('score-cleared')).toBe('8 of 8');
-    expect(await score('score-owed')).toBe('8');
-    expect(await score('score-penny')).toBe('8');
+    const n = String(LEVELS.length);
+    expect(await score('score-tricks')).toBe(n);
+    expect(await score('score-cleared')).toBe(`${n} of ${n}`);
+    expect(await score('score-owed')).toBe(n);
+    expect(await score('score-penny')).toBe(n);
     expect(await score('score-penny-goals')).toBe('0');
-    expect(Number(await score('score-naive'))).toBeGreaterThanOrEqual(15);
+    expect(Number(await score('score-naive'))).toBeGreaterThanOrEqual(17);
     expect(await score('score-verdict')).toBe(
       'Penny paid each refund once. The naive bot paid what the tricks made it pay.',
     );
