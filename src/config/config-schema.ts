@@ -105,6 +105,10 @@ const mcpServerSchema = z
       .optional(),
     only: z.array(z.string().min(1)).optional(),
     effects: z.record(z.string(), mcpEffectSchema).optional(),
+    /** A tool's repeat policy, by its name on the server: `ask`, `refuse` or `allow`. */
+    on_repeat: z.record(z.string(), z.enum(REPEAT_POLICIES)).optional(),
+    /** What makes two calls of a tool the same effect: these arguments, by its name on the server. */
+    repeat_key: z.record(z.string(), z.array(z.string().min(1)).min(1)).optional(),
     timeout_ms: z.number().int().min(1).max(86_400_000).optional(),
   })
   .refine((s) => (s.command === undefined) !== (s.url === undefined), {

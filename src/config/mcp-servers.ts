@@ -74,6 +74,8 @@ export async function connectMcpServers(
           prefix: server.prefix ?? `${name}_`,
           ...(server.only === undefined ? {} : { only: server.only }),
           ...(server.effects === undefined ? {} : { effects: effectsOf(server.effects) }),
+          ...(server.on_repeat === undefined ? {} : { onRepeat: server.on_repeat }),
+          ...(server.repeat_key === undefined ? {} : { repeatKey: repeatKeysOf(server.repeat_key) }),
           ...(server.timeout_ms === undefined ? {} : { timeoutMs: server.timeout_ms }),
         });
       } catch (cause) {
@@ -185,6 +187,18 @@ function effectsOf(effects: NonNullable<McpServerDocument['effects']>): Record<s
               : destructive(approval === undefined ? {} : { approval });
       return [tool, made];
     }),
+  );
+}
+
+/** `repeat_key: { tool: [arguments] }`: a tool's identity is those arguments' values, in that order. */
+function repeatKeysOf(
+  keys: NonNullable<McpServerDocument['repeat_key']>,
+): Record<string, (args: Record<string, unknown>) => unknown> {
+  return Object.fromEntries(
+    Object.entries(keys).map(([tool, names]) => [
+      tool,
+      (args: Record<string, unknown>) => names.map((name) => args[name] ?? null),
+    ]),
   );
 }
 

@@ -1,5 +1,14 @@
-import type { Ledger, ToolCallOutcome } from '../calls/index.js';
-import { OncelyError } from '../errors/index.js';
+import {
+  executeToolCalls,
+  prepareCall,
+  type Ledger,
+  type ToolCallOutcome,
+  type ToolCallRequest,
+} from '../calls/index.js';
+import { OncelyError, isOncelyError } from '../errors/index.js';
+import { DEFAULT_REPEAT_POLICY, isValidId, type RepeatPolicy } from '../ledger/index.js';
+import type { HeardResult } from '../run-state/index.js';
+import { heardOfRepeatRefusal, heardRejected } from '../runs/heard.js';
 import type { LoopStep } from '../store/index.js';
 import type { Tool } from '../tools/index.js';
 
@@ -15,14 +24,34 @@ export interface LoopRunOptions {
   readonly tenantId: string;
   /** The same id after a restart continues the run; 1-200 characters, no `:` (keys are `<runId>:<callId>`). */
   readonly runId: string;
+  /**
+   * What a call that repeats an earlier call of the run (or conversation) does, when that call took
+   * effect or may have (same tool, same `repeatKey`): `ask` an operator (the loop stops until the
+   * approval is decided), `refuse` it (the model hears `repeat_refused`), or `allow` it.
+   * Default: each tool's own `onRepeat`, else `ask`.
+   */
+  readonly onRepeat?: RepeatPolicy;
+  /**
+   * The conversation this run is a turn of, when the application starts a new `runId` for each turn
+   * of a chat: repeats are then looked for across all its turns, not only this run's calls.
+   * 1-128 characters of `A-Z a-z 0-9 _ . -`.
+   */
+  readonly conversationId?: string;
 }
+
+/** What became of a call of the loop: its outcome, or what the model is told of a call refused before it was reserved. */
+export type LoopCall = { readonly outcome: ToolCallOutcome } | { readonly told: HeardResult };
 
 export abstract class LoopRun {
   readonly ledger: Ledger;
   readonly tenantId: string;
   readonly runId: string;
+  readonly onRepeat: RepeatPolicy | undefined;
+  readonly conversationId: string | undefined;
   /** The call ids of the responses this run recorded or replayed: the only ones its tools run. */
   protected readonly minted = new Set<string>();
+  /** By repeat digest: the last call of this process with it, settled (see `#inTurn`). */
+  readonly #turns = new Map<string, Promise<void>>();
   #stop: OncelyError | undefined;
 
   constructor(options: LoopRunOptions) {
@@ -32,15 +61,26 @@ export abstract class LoopRun {
         `runId "${options.runId}" is not valid: use 1-200 characters, no ":" and no spaces`,
       );
     }
+    const { conversationId } = options;
+    if (conversationId !== undefined && !isValidId(conversationId)) {
+      throw new OncelyError(
+        'RUN_INPUT_INVALID',
+        `conversationId ${JSON.stringify(conversationId)} is not valid: use 1-128 characters of A-Z a-z 0-9 _ . -`,
+      );
+    }
     this.ledger = options.ledger;
     this.tenantId = options.tenantId;
     this.runId = options.runId;
+    this.onRepeat = options.onRepeat;
+    this.conversationId = options.conversationId;
   }
 
   /**
    * Why the run stopped, once it has: a call nobody knows the outcome of (`RUN_CALL_UNKNOWN`), one
    * still running in another process (`CALL_IN_FLIGHT`, with when to look again), one waiting for
-   * approval (`APPROVAL_REQUIRED`), or a call that did not come through the wrapped model.
+   * approval (`APPROVAL_REQUIRED`, a repeat's too), a repeat waiting for the earlier call it repeats
+   * to be settled (`TOOL_CALL_REPEAT`, `details.waiting`), or a call that did not come through the
+   * wrapped model.
    * The model is not asked again.
    */
   get stopped(): OncelyError | undefined {
@@ -73,6 +113,94 @@ export abstract class LoopRun {
   protected stopWith(error: OncelyError): OncelyError {
     this.#stop ??= error;
     return error;
+  }
+
+  /**
+   * Runs one tool call of the loop under the ledger (`<runId>:<toolCallId>`, the run's repeat policy
+   * and conversation). A call refused before it was reserved is told to the model when the model
+   * can act on it: rejected at approval, or refused as a repeat (`repeat_refused`, the words a run
+   * uses). A call that must wait stops the loop and throws: an approval to decide (`APPROVAL_REQUIRED`,
+   * a repeat's naming the earlier call in `details.repeatOf`) or an earlier identical call whose
+   * outcome is unknown (`TOOL_CALL_REPEAT`, `details.waiting`).
+   */
+  protected async guarded(
+    tool: Tool,
+    args: unknown,
+    toolCallId: string,
+    signal?: AbortSignal,
+  ): Promise<LoopCall> {
+    const call: ToolCallRequest = {
+      tool,
+      args,
+      tenantId: this.tenantId,
+      runId: this.runId,
+      toolCallId,
+      ...(this.conversationId === undefined ? {} : { conversationId: this.conversationId }),
+    };
+    return this.#inTurn(call, async () => {
+      try {
+        const options = {
+          ...(signal === undefined ? {} : { signal }),
+          ...(this.onRepeat === undefined ? {} : { onRepeat: this.onRepeat }),
+        };
+        const [outcome] = await executeToolCalls(this.ledger, [call], options);
+        if (outcome === undefined) throw new Error('executeToolCalls returned no outcome for one call');
+        return { outcome };
+      } catch (error) {
+        return { told: this.#toldOrStop(error) };
+      }
+    });
+  }
+
+  /** What the model hears of a call refused before it was reserved; throws (stopping the loop) otherwise. */
+  #toldOrStop(error: unknown): HeardResult {
+    if (isOncelyError(error, 'APPROVAL_REJECTED')) return heardRejected(error.message);
+    const refused = heardOfRepeatRefusal(error);
+    if (refused !== undefined) return refused;
+    if (isOncelyError(error, 'APPROVAL_REQUIRED') || isOncelyError(error, 'TOOL_CALL_REPEAT')) {
+      throw this.stopWith(error);
+    }
+    throw error;
+  }
+
+  /**
+   * Runs a call after every earlier call of this process with the same repeat digest has settled.
+   * A framework runs the calls of one model response at once, each through its own guarded call, so
+   * two identical calls of one response would both find no earlier call and both go out; in turn,
+   * the second finds the first's record and is a repeat of it. If the first stopped the loop (an
+   * approval asked for, an unknown outcome), the second is not made: the loop's stop is thrown.
+   * Calls under `allow`, reads, and calls whose arguments are refused anyway are not held.
+   */
+  async #inTurn(call: ToolCallRequest, run: () => Promise<LoopCall>): Promise<LoopCall> {
+    const digest = this.#repeatDigest(call);
+    if (digest === undefined) return run();
+    const before = this.#turns.get(digest);
+    const mine = (async () => {
+      if (before !== undefined) {
+        await before;
+        this.assertGoing();
+      }
+      return run();
+    })();
+    const settled = mine.then(
+      () => undefined,
+      () => undefined,
+    );
+    this.#turns.set(digest, settled);
+    try {
+      return await mine;
+    } finally {
+      if (this.#turns.get(digest) === settled) this.#turns.delete(digest);
+    }
+  }
+
+  #repeatDigest(call: ToolCallRequest): string | undefined {
+    if ((this.onRepeat ?? call.tool.onRepeat ?? DEFAULT_REPEAT_POLICY) === 'allow') return undefined;
+    try {
+      return prepareCall(call).request.repeatDigest ?? undefined;
+    } catch {
+      return undefined; // the guarded call refuses it the same way, before anything is reserved
+    }
   }
 
   /** A call id the wrapped model did not mint: refused, and the run stops. */

@@ -1,4 +1,5 @@
 import type { ToolCallOutcome } from '../calls/index.js';
+import { isOncelyError } from '../errors/index.js';
 import type { Actor, JsonValue, LedgerEvent, ToolExecutionRecord } from '../ledger/index.js';
 import type { ApprovalRecord, HeardResult } from '../run-state/index.js';
 import type { LedgerStore } from '../store/index.js';
@@ -246,11 +247,50 @@ export function heardOfRejection(approval: ApprovalRecord): HeardResult {
   return heardRejected(`${reason} (asked for as a repeat of tool call ${approval.repeatOf})`);
 }
 
+/** The earlier call a refused repeat names: what `TOOL_CALL_REPEAT`'s details carry of it. */
+export interface RepeatedCall {
+  readonly key: string;
+  readonly status: ToolExecutionRecord['status'];
+  readonly result: JsonValue | null;
+  readonly resultReference: string | null;
+}
+
 /**
  * A repeat refused (`onRepeat: 'refuse'`): not run; the model hears the earlier call it repeats, what
  * it came to (its result, its downstream reference) and its key.
  */
 export function heardRepeatRefused(earlier: ToolExecutionRecord): HeardResult {
+  return heardRepeatOf({
+    key: earlier.idempotencyKey,
+    status: earlier.status,
+    result: earlier.result,
+    resultReference: earlier.resultReference,
+  });
+}
+
+/**
+ * `heardRepeatRefused` from a guarded call's `TOOL_CALL_REPEAT` refusal (`details.waiting` false), so
+ * a loop of the application's own (oncely/ai-sdk, oncely/openai-agents) tells the model the same
+ * words as a run; undefined for any other error, a waiting one included (the model is not told).
+ */
+export function heardOfRepeatRefusal(error: unknown): HeardResult | undefined {
+  if (!isOncelyError(error, 'TOOL_CALL_REPEAT') || error.details?.waiting !== false) return undefined;
+  const { repeatOf, earlier } = error.details as {
+    repeatOf: string | null;
+    earlier: Omit<RepeatedCall, 'key'> | null;
+  };
+  // A refusal always names the earlier call it read; without one there is nothing true to tell.
+  if (repeatOf === null || earlier === null) return undefined;
+  return heardRepeatOf({
+    key: repeatOf,
+    status: earlier.status,
+    result: earlier.result,
+    resultReference: earlier.resultReference,
+  });
+}
+
+function heardRepeatOf(earlier: RepeatedCall): HeardResult {
+  // Only a repeat of a call that took effect or may have is refused: a `failed` one had a conflict.
   const came =
     earlier.status === 'failed'
       ? 'took_effect'
@@ -263,7 +303,7 @@ export function heardRepeatRefused(earlier: ToolExecutionRecord): HeardResult {
     value: {
       status: 'repeat_refused',
       earlier: {
-        key: earlier.idempotencyKey,
+        key: earlier.key,
         status: came,
         result: earlier.status === 'completed' ? earlier.result : null,
         result_reference: earlier.resultReference,

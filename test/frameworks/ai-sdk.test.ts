@@ -12,6 +12,7 @@ import { heldCredit } from './fixtures/held-credit.js';
 import {
   Ledger,
   ToolNotAttemptedError,
+  decideToolApproval,
   defineTool,
   external,
   isOncelyError,
@@ -171,7 +172,8 @@ describe.each(STORE_KINDS)('oncely/ai-sdk durable loop on %s', (kind) => {
       response([credit('call_1', 2500)]),
       response([{ type: 'text', text: 'Two credits.' }]),
     ]);
-    const loop = durableLoop({ ledger, tenantId: 'acme', runId: 'refund-2' });
+    // Two identical credits meant as two effects: repeats are allowed here (the default asks first).
+    const loop = durableLoop({ ledger, tenantId: 'acme', runId: 'refund-2', onRepeat: 'allow' });
     await loop.run(() =>
       generateText({
         model: loop.model(model),
@@ -583,6 +585,130 @@ describe.each(STORE_KINDS)('oncely/ai-sdk durable loop on %s', (kind) => {
     });
     expect(corrections(prompts[2])).toEqual([correction]);
     await otherLedger.drain();
+  });
+
+  describe('repeats: the model credits again with the same arguments', () => {
+    /** A model that credits $25 at one step, again at the next, then ends. */
+    const twice = () =>
+      scripted([
+        response([credit('c1', 2500)]),
+        response([credit('c2', 2500)]),
+        response([{ type: 'text', text: 'Done.' }]),
+      ]);
+    const toolResults = (prompt: LanguageModelV3Prompt | undefined) =>
+      (prompt ?? [])
+        .flatMap((m) => (m.role === 'tool' ? m.content : []))
+        .flatMap((p) => (p.type === 'tool-result' ? [p.output] : []));
+
+    it('asks by default: the second is not run, its approval names the first, and the loop stops waiting for it', async () => {
+      const billing = new Billing();
+      const tools = [creditTool(billing)];
+      const { model, asked } = twice();
+      const loop = durableLoop({ ledger, tenantId: 'acme', runId: 'repeat-ask' });
+      const stopped = await stoppedBy(loop, model, tools);
+      expect(isOncelyError(stopped, 'APPROVAL_REQUIRED')).toBe(true);
+      expect(loop.stopped).toBe(stopped);
+      expect(asked()).toBe(2); // not asked again once the loop stopped
+      expect(billing.credits).toHaveLength(1);
+      const first = billing.credits[0]!.key;
+      const { key, repeatOf } = (stopped as { details: { key: string; repeatOf: string } }).details;
+      expect(repeatOf).toBe(first);
+      expect(await ledger.store.runs.getApproval('acme', key)).toMatchObject({
+        status: 'pending',
+        repeatOf: first,
+      });
+      expect(await ledger.store.ledger.get('acme', key)).toBeUndefined();
+
+      // Approved, the same loop run again replays the first credit and makes the second.
+      await decideToolApproval(ledger, 'approved', { tenantId: 'acme', idempotencyKey: key, actorId: 'ops' });
+      const again = durableLoop({ ledger, tenantId: 'acme', runId: 'repeat-ask' });
+      expect(await stoppedBy(again, model, tools)).toBeUndefined();
+      expect(billing.credits.map((c) => c.key)).toEqual([first, key]);
+    });
+
+    it("refuses under onRepeat: 'refuse': the model hears repeat_refused naming the first call, one credit", async () => {
+      const billing = new Billing();
+      const { model } = twice();
+      const loop = durableLoop({ ledger, tenantId: 'acme', runId: 'repeat-refuse', onRepeat: 'refuse' });
+      expect(await stoppedBy(loop, model, [creditTool(billing)])).toBeUndefined();
+      expect(billing.credits).toHaveLength(1);
+      const told = toolResults(model.doGenerateCalls[2]?.prompt);
+      expect(told).toEqual([
+        { type: 'json', value: { receipt: 'cr_1' } },
+        {
+          type: 'error-json',
+          value: {
+            status: 'repeat_refused',
+            earlier: {
+              key: billing.credits[0]!.key,
+              status: 'completed',
+              result: { receipt: 'cr_1' },
+              result_reference: null,
+            },
+            note: expect.stringMatching(/refused as a repeat of that call/) as unknown,
+          },
+        },
+      ]);
+    });
+
+    it("runs both under onRepeat: 'allow': two effects", async () => {
+      const billing = new Billing();
+      const { model } = twice();
+      const loop = durableLoop({ ledger, tenantId: 'acme', runId: 'repeat-allow', onRepeat: 'allow' });
+      expect(await stoppedBy(loop, model, [creditTool(billing)])).toBeUndefined();
+      expect(billing.credits).toHaveLength(2);
+    });
+
+    it('of two identical calls in one response, the first goes out and the second is a repeat of it', async () => {
+      const billing = new Billing();
+      const { model } = scripted([
+        response([credit('c1', 2500), credit('c2', 2500)]),
+        response([{ type: 'text', text: 'Done.' }]),
+      ]);
+      const loop = durableLoop({ ledger, tenantId: 'acme', runId: 'repeat-same-step' });
+      const stopped = await stoppedBy(loop, model, [creditTool(billing)]);
+      expect(isOncelyError(stopped, 'APPROVAL_REQUIRED')).toBe(true);
+      expect(billing.credits).toHaveLength(1);
+      expect((stopped as { details: { repeatOf: string } }).details.repeatOf).toBe(billing.credits[0]!.key);
+    });
+
+    it('a conversation whose turns are runs: a repeat across turns is caught, and waits while the first is unknown', async () => {
+      const billing = new Billing();
+      // The billing API applies the credit, then answers after the tool's 200 ms timeout: unknown.
+      const slow = creditTool(billing, () => new Promise((resolve) => setTimeout(resolve, 400)));
+      const turn = (runId: string) =>
+        durableLoop({ ledger, tenantId: 'acme', runId, conversationId: 'chat-9' });
+      const first = await stoppedBy(turn('chat-9-turn-1'), scripted([response([credit('c', 2500)])]).model, [
+        slow,
+      ]);
+      expect(isOncelyError(first, 'RUN_CALL_UNKNOWN')).toBe(true);
+      const firstKey = (first as { details: { idempotencyKey: string } }).details.idempotencyKey;
+
+      const second = scripted([response([credit('c', 2500)]), response([{ type: 'text', text: 'x' }])]);
+      const waiting = await stoppedBy(turn('chat-9-turn-2'), second.model, [slow]);
+      expect(isOncelyError(waiting, 'TOOL_CALL_REPEAT')).toBe(true);
+      expect((waiting as { details: { waiting: boolean; repeatOf: string } }).details).toMatchObject({
+        waiting: true,
+        repeatOf: firstKey,
+      });
+      expect(second.asked()).toBe(1);
+
+      // Settled as taken effect, the next turn's repeat is asked about, naming the first turn's call.
+      await resolveToolCall(ledger, {
+        tenantId: 'acme',
+        idempotencyKey: firstKey,
+        status: 'completed',
+        reason: 'in the billing console',
+        actorId: 'ops',
+      });
+      const third = scripted([response([credit('c', 2500)])]);
+      const asked = await stoppedBy(turn('chat-9-turn-3'), third.model, [slow]);
+      expect(isOncelyError(asked, 'APPROVAL_REQUIRED')).toBe(true);
+      const { key, repeatOf } = (asked as { details: { key: string; repeatOf: string } }).details;
+      expect(repeatOf).toBe(firstKey);
+      expect(key).toMatch(/^chat-9-turn-3:call_/);
+      expect(await ledger.store.ledger.get('acme', key)).toBeUndefined(); // reserved nothing
+    });
   });
 });
 

@@ -61,6 +61,8 @@ mcp_servers:
     headers: { Authorization: "Bearer \${TEST_TOKEN}" }
     only: [find_credit, issue_credit]
     effects: { issue_credit: { kind: external, approval: true } }
+    on_repeat: { issue_credit: refuse }
+    repeat_key: { issue_credit: [accountId] }
 models:
   demo:
     provider: scripted
@@ -94,6 +96,11 @@ agents:
         approval: true,
       });
       expect(config.tools.get('remote_find_credit')?.effect.kind).toBe('read');
+      // A tool's repeat policy and identity, as for any tool; the others keep the defaults.
+      const remote = config.tools.get('remote_issue_credit');
+      expect(remote?.onRepeat).toBe('refuse');
+      expect(remote?.repeatKey?.({ accountId: 'acct_7', amountCents: 1 })).toEqual(['acct_7']);
+      expect(config.tools.get('billing_issue_credit')?.onRepeat).toBeUndefined();
 
       const opened = await openTestStore('sqlite', 'mcp-config');
       const runtime = await openRuntime({

@@ -124,6 +124,59 @@ describe.each<McpTransportKind>(['stdio', 'http'])('MCP tools over %s, guarded',
     expect(entries()).toHaveLength(before);
   });
 
+  it('catches a repeat: the same tool with the same arguments again in the run is not sent, an approval names the first', async () => {
+    const tool = tools.get('issue_credit')!;
+    const args = { accountId: 'acct_rep', amountCents: 1300 };
+    const first = await executeToolCall(ledger, tool, args, call('repeat_1'));
+    expect(first.status).toBe('completed');
+    const again = await executeToolCall(ledger, tool, args, call('repeat_2')).then(
+      () => undefined,
+      (error: unknown) => error,
+    );
+    expect(isOncelyError(again, 'APPROVAL_REQUIRED')).toBe(true);
+    const firstKey = `mcp-${transport}:repeat_1`;
+    expect((again as { details: { repeatOf: string } }).details.repeatOf).toBe(firstKey);
+    const approval = await ledger.store.runs.getApproval('acme', `mcp-${transport}:repeat_2`);
+    expect(approval).toMatchObject({ status: 'pending', repeatOf: firstKey });
+    const credits = entries().filter((e) => e.tool === 'issue_credit' && e.key?.includes(':repeat_'));
+    expect(credits.map((e) => e.key)).toEqual([firstKey]);
+  });
+
+  it('takes a repeat policy and identity per tool: refused, another amount for the same account is a repeat too', async () => {
+    const [tool] = await mcpTools(connected.client, {
+      only: ['issue_credit'],
+      onRepeat: { issue_credit: 'refuse' },
+      repeatKey: { issue_credit: ({ accountId }) => accountId },
+    });
+    const first = await executeToolCall(
+      ledger,
+      tool!,
+      { accountId: 'acct_once', amountCents: 100 },
+      call('once_1'),
+    );
+    expect(first.status).toBe('completed');
+    const refused = await executeToolCall(
+      ledger,
+      tool!,
+      { accountId: 'acct_once', amountCents: 999 },
+      call('once_2'),
+    ).then(
+      () => undefined,
+      (error: unknown) => error,
+    );
+    expect(isOncelyError(refused, 'TOOL_CALL_REPEAT')).toBe(true);
+    expect((refused as { details: unknown }).details).toMatchObject({
+      repeatOf: `mcp-${transport}:once_1`,
+      waiting: false,
+      earlier: { status: 'completed' },
+    });
+    expect(
+      entries()
+        .filter((e) => e.key?.includes(':once_'))
+        .map((e) => e.key),
+    ).toEqual([`mcp-${transport}:once_1`]);
+  });
+
   it('names the tools it has when asked for one it has not', async () => {
     await expect(mcpTools(connected.client, { only: ['refund'] })).rejects.toThrow(
       /the MCP server has no tool "refund"; it has: .*issue_credit/,

@@ -131,7 +131,8 @@ describe.each(STORE_KINDS)('oncely/openai-agents on %s', (kind) => {
       [creditCall('call_1', 100)],
       [say('Two.')],
     ]);
-    const run = durableAgentRun({ ledger, tenantId: 'acme', runId: 'agents-2' });
+    // Two identical credits meant as two effects: repeats are allowed here (the default asks first).
+    const run = durableAgentRun({ ledger, tenantId: 'acme', runId: 'agents-2', onRepeat: 'allow' });
     await run.run(() => runner.run(agentOf(run, model, creditTool(billing)), 'Two refunds'));
     expect(new Set(billing.credits.map((c) => c.key)).size).toBe(2);
   });
@@ -272,6 +273,41 @@ describe.each(STORE_KINDS)('oncely/openai-agents on %s', (kind) => {
     expect(await drive()).toBe('Done.'); // a restart: replayed, the model not asked, no second credit
     expect(streamed).toBe(2);
     expect(billing.credits).toHaveLength(1);
+  });
+
+  it('a repeat of a credit: asked about by default (the run stops), refused under refuse (its output says so)', async () => {
+    const billing = new Billing();
+    const script = (): Output[] => [[creditCall('c1', 100)], [creditCall('c2', 100)], [say('Done.')]];
+    const asking = new ScriptedModel(script());
+    const run = durableAgentRun({ ledger, tenantId: 'acme', runId: 'agents-repeat-ask' });
+    const stopped = await run
+      .run(() => runner.run(agentOf(run, asking, creditTool(billing)), 'Refund'))
+      .then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+    expect(isOncelyError(stopped, 'APPROVAL_REQUIRED')).toBe(true);
+    expect(asking.asked).toBe(2);
+    expect(billing.credits).toHaveLength(1);
+    const { key, repeatOf } = (stopped as { details: { key: string; repeatOf: string } }).details;
+    expect(repeatOf).toBe(billing.credits[0]?.key);
+    expect((await ledger.store.runs.getApproval('acme', key))?.repeatOf).toBe(repeatOf);
+
+    const refusing = new ScriptedModel(script());
+    const other = durableAgentRun({
+      ledger,
+      tenantId: 'acme',
+      runId: 'agents-repeat-refuse',
+      onRepeat: 'refuse',
+    });
+    const result = await other.run(() => runner.run(agentOf(other, refusing, creditTool(billing)), 'Refund'));
+    expect(result.finalOutput).toBe('Done.');
+    expect(billing.credits).toHaveLength(2); // one per run
+    const outputs = (refusing.inputs[2] as unknown as { type?: string; output?: unknown }[])
+      .filter((i) => i.type === 'function_call_result')
+      .map((r) => JSON.stringify(r.output));
+    expect(outputs[1]).toContain('repeat_refused');
+    expect(outputs[1]).toContain(billing.credits[1]!.key);
   });
 
   it("maps an oncely approval to the SDK's interruption: nothing runs until an operator approves", async () => {

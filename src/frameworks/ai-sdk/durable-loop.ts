@@ -5,8 +5,7 @@ import type {
   LanguageModelV3StreamResult,
 } from '@ai-sdk/provider';
 import { wrapLanguageModel } from 'ai';
-import { executeToolCall, type ToolCallOutcome } from '../../calls/index.js';
-import { OncelyError, isOncelyError } from '../../errors/index.js';
+import { OncelyError } from '../../errors/index.js';
 import type { JsonValue } from '../../ledger/index.js';
 import { assertTool, type Tool } from '../../tools/index.js';
 import {
@@ -26,12 +25,14 @@ import type { OncelyLanguageModel } from '../../models/ai-runtime.js';
 import type { LoopStep } from '../../store/index.js';
 import { LoopRun, type LoopRunOptions } from '../loop-run.js';
 import { correctionOwed } from '../../runs/corrections.js';
-import { heardRejected } from '../../runs/heard.js';
 import { aiSdkTool, heardOfRecordedCall } from './guarded-tool.js';
 
 export type DurableLoopOptions = LoopRunOptions;
 
-/** Why a loop stopped before the model could be asked again: a call nobody knows the outcome of, or one waiting for approval. */
+/**
+ * Why a loop stopped before the model could be asked again: a call nobody knows the outcome of, one
+ * waiting for approval, or a repeat waiting for the earlier call it repeats to be settled.
+ */
 export type LoopStop = OncelyError;
 
 /**
@@ -41,7 +42,9 @@ export type LoopStop = OncelyError;
  * restart; `tools()` runs each tool under the ledger with the key `<runId>:<toolCallId>`. A call
  * whose outcome is unknown stops the loop: the model is not asked again, and `run()` throws
  * `RUN_CALL_UNKNOWN` naming the key to settle, or `CALL_IN_FLIGHT` (with when to look again) while
- * its attempt is still running in another process.
+ * its attempt is still running in another process. A call that repeats an earlier one of the run
+ * (same tool, same `repeatKey`) is asked about (`APPROVAL_REQUIRED`, the loop stops), refused (the
+ * model hears `repeat_refused`) or run, as `onRepeat` says.
  *
  * @example
  * const loop = durableLoop({ ledger, tenantId: 'acme', runId: 'refund-42' });
@@ -213,26 +216,13 @@ export class DurableLoop extends LoopRun {
     signal: AbortSignal | undefined,
   ): Promise<unknown> {
     if (!this.minted.has(toolCallId)) throw this.notMinted(tool, toolCallId, 'loop.model(...)');
-    let outcome: ToolCallOutcome;
-    try {
-      outcome = await executeToolCall(
-        this.ledger,
-        tool,
-        args,
-        { tenantId: this.tenantId, runId: this.runId, toolCallId },
-        signal === undefined ? {} : { signal },
-      );
-    } catch (error) {
-      if (isOncelyError(error, 'APPROVAL_REQUIRED')) this.stopWith(error);
-      if (isOncelyError(error, 'APPROVAL_REJECTED')) {
-        const told = heardRejected(error.message);
-        this.#heard.set(toolCallId, { type: told.type, value: told.value });
-        return told.value;
-      }
-      throw error;
+    const call = await this.guarded(tool, args, toolCallId, signal);
+    if ('told' in call) {
+      this.#heard.set(toolCallId, { type: call.told.type, value: call.told.value });
+      return call.told.value;
     }
-    const heard = await heardOfRecordedCall(this.ledger.store.ledger, outcome);
-    if (heard === undefined) throw this.unknownCall(outcome, tool);
+    const heard = await heardOfRecordedCall(this.ledger.store.ledger, call.outcome);
+    if (heard === undefined) throw this.unknownCall(call.outcome, tool);
     if (heard.kind === 'result') return heard.value;
     this.#heard.set(toolCallId, { type: heard.type, value: heard.value });
     return heard.value;

@@ -1,4 +1,5 @@
 import { OncelyError } from '../../errors/index.js';
+import type { RepeatPolicy } from '../../ledger/index.js';
 import {
   defineTool,
   destructive,
@@ -51,6 +52,13 @@ export interface McpToolsOptions {
   readonly effects?: Readonly<Record<string, Effect>>;
   /** Reconcile hooks by server name: how to find out what became of a call nobody knows the outcome of. */
   readonly reconcile?: Readonly<Record<string, ReconcileHook>>;
+  /** A tool's own repeat policy (`ask`, `refuse`, `allow`), by server name; not for a read. */
+  readonly onRepeat?: Readonly<Record<string, RepeatPolicy>>;
+  /**
+   * What makes two calls of a tool the same effect, by server name (its `repeatKey`); default every
+   * argument. Not for a read.
+   */
+  readonly repeatKey?: Readonly<Record<string, (args: Record<string, unknown>) => unknown>>;
   /** Milliseconds per attempt before the request is cancelled; default 30000. */
   readonly timeoutMs?: number;
 }
@@ -89,6 +97,8 @@ export async function mcpTools(client: McpClientLike, options: McpToolsOptions =
     ...(options.only ?? []),
     ...Object.keys(options.effects ?? {}),
     ...Object.keys(options.reconcile ?? {}),
+    ...Object.keys(options.onRepeat ?? {}),
+    ...Object.keys(options.repeatKey ?? {}),
   ]) {
     if (!names.has(wanted)) {
       throw new OncelyError(
@@ -106,6 +116,8 @@ function mcpTool(client: McpClientLike, info: McpToolInfo, options: McpToolsOpti
   const takesKey = isObject(info.inputSchema.properties) && MCP_KEY_ARGUMENT in info.inputSchema.properties;
   const timeoutMs = options.timeoutMs ?? 30_000;
   const reconcile = options.reconcile?.[info.name];
+  const onRepeat = options.onRepeat?.[info.name];
+  const repeatKey = options.repeatKey?.[info.name];
   const output = outputCheckOf(info.name, info.outputSchema);
   return defineTool({
     name: `${options.prefix ?? ''}${info.name}`,
@@ -114,6 +126,9 @@ function mcpTool(client: McpClientLike, info: McpToolInfo, options: McpToolsOpti
     effect: options.effects?.[info.name] ?? effectOfAnnotations(info.annotations),
     timeoutMs,
     ...(reconcile === undefined ? {} : { reconcile }),
+    // Like any tool's: without these, a repeat is every argument the same, and `ask`.
+    ...(onRepeat === undefined ? {} : { onRepeat }),
+    ...(repeatKey === undefined ? {} : { repeatKey }),
     execute: (args, ctx) => callMcpTool(client, info.name, args, ctx, { takesKey, timeoutMs, output }),
   });
 }

@@ -8,10 +8,9 @@ import {
   type ModelResponse,
   type StreamEvent,
 } from '@openai/agents-core';
-import { approvalOf, executeToolCall, prepareCall } from '../../calls/index.js';
-import { OncelyError, isOncelyError } from '../../errors/index.js';
+import { approvalOf, prepareCall } from '../../calls/index.js';
+import { OncelyError } from '../../errors/index.js';
 import { canonicalJson, type JsonValue } from '../../ledger/index.js';
-import { heardRejected } from '../../runs/heard.js';
 import { mintToolCallId } from '../../runs/messages.js';
 import type { LoopStep } from '../../store/index.js';
 import { assertTool, type Tool } from '../../tools/index.js';
@@ -24,7 +23,9 @@ import { plainJson } from '../ai-sdk/recorded-response.js';
  * way as an AI SDK loop: the model wrapper records each response in the store (table loop_steps)
  * before the runner sees its function calls, with call ids oncely minted, and replays it after a
  * restart; each function tool runs under the ledger with the key `<runId>:<callId>`; an unknown call
- * stops the run (the tool's error is not handed to the model) and `run()` throws it.
+ * stops the run (the tool's error is not handed to the model) and `run()` throws it. A repeat of an
+ * earlier call of the run is asked about (the run stops with `APPROVAL_REQUIRED`), refused (its
+ * output is `repeat_refused`) or run, as `onRepeat` says; one of an unknown call stops the run.
  */
 
 export type DurableAgentRunOptions = LoopRunOptions;
@@ -168,20 +169,12 @@ export class DurableAgentRun extends LoopRun {
   async #execute(tool: Tool, input: unknown, callId: string | undefined): Promise<unknown> {
     if (callId === undefined || !this.minted.has(callId))
       throw this.notMinted(tool, callId, 'run.model(...)');
-    try {
-      const outcome = await executeToolCall(this.ledger, tool, input, {
-        tenantId: this.tenantId,
-        runId: this.runId,
-        toolCallId: callId,
-      });
-      const heard = await heardOfRecordedCall(this.ledger.store.ledger, outcome);
-      if (heard === undefined) throw this.unknownCall(outcome, tool);
-      return heard.value;
-    } catch (error) {
-      if (isOncelyError(error, 'APPROVAL_REJECTED')) return heardRejected(error.message).value;
-      if (isOncelyError(error, 'APPROVAL_REQUIRED')) throw this.stopWith(error);
-      throw error;
-    }
+    // A call refused before it was reserved (rejected, a repeat refused) is its words as its output.
+    const call = await this.guarded(tool, input, callId);
+    if ('told' in call) return call.told.value;
+    const heard = await heardOfRecordedCall(this.ledger.store.ledger, call.outcome);
+    if (heard === undefined) throw this.unknownCall(call.outcome, tool);
+    return heard.value;
   }
 }
 
