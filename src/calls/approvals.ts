@@ -11,7 +11,7 @@ import type { NewApproval, StoreTx } from '../store/index.js';
 import type { Ledger } from './ledger.js';
 import { REASON_MAX, assertActorId, operatorReason } from './operator-input.js';
 import type { PreparedCall } from './prepare.js';
-import { findRepeats, type FoundRepeat } from './repeats.js';
+import { findRepeats, type FoundRepeat, type WindowedCall } from './repeats.js';
 
 /**
  * The guarded call's gate before anything is reserved, the same decision table the run loop asks:
@@ -28,12 +28,18 @@ export async function approvalsToConsume(
   ledger: Ledger,
   prepared: readonly PreparedCall[],
   onRepeat?: RepeatPolicy,
-): Promise<PreparedCall[]> {
+): Promise<Gated> {
   const policyOf = (call: PreparedCall): RepeatPolicy =>
     call.tool.effect.kind === 'read' ? 'allow' : (onRepeat ?? call.tool.onRepeat ?? DEFAULT_REPEAT_POLICY);
   const needing = prepared.filter((p) => p.tool.effect.approval || policyOf(p) !== 'allow');
-  if (needing.length === 0) return [];
+  if (needing.length === 0) return { consume: [], windowed: [] };
   const tenantId = needing[0]!.request.tenantId;
+  const windowed: WindowedCall[] = [];
+  const maybeWindowed = (call: PreparedCall): void => {
+    const windowMs = call.tool.repeatWindowMs;
+    if (windowMs !== undefined && call.request.repeatDigest != null && policyOf(call) !== 'allow')
+      windowed.push({ request: call.request, windowMs });
+  };
   const repeats = await findRepeats(
     {
       ledger,
@@ -55,6 +61,7 @@ export async function approvalsToConsume(
     // Most calls need no approval and repeat nothing: nothing more is read for them.
     if (!call.tool.effect.approval && repeat === undefined) {
       repeats.made(call);
+      maybeWindowed(call);
       continue;
     }
     // A call with a record stands: it is replayed or settled as the table says, never gated again.
@@ -71,6 +78,7 @@ export async function approvalsToConsume(
     if (action === 'reserve') {
       repeats.made(call);
       if (approval !== undefined) consume.push(call);
+      if (repeat === undefined) maybeWindowed(call);
       continue;
     }
     if (action !== 'rejected' && action !== 'refuse_repeat') repeats.made(call);
@@ -82,7 +90,14 @@ export async function approvalsToConsume(
   if (asked.length > 0) await ledger.store.runs.createApprovals(asked);
   const first = refused[0];
   if (first !== undefined) throw refusal(first, refused.length);
-  return consume;
+  return { consume, windowed };
+}
+
+/** What may go ahead: the calls whose approval the reservation consumes, and the windowed calls to check again. */
+export interface Gated {
+  readonly consume: readonly PreparedCall[];
+  /** Calls that repeat nothing under a tenant-wide window: checked again as they are reserved. */
+  readonly windowed: readonly WindowedCall[];
 }
 
 interface Refused {

@@ -8,6 +8,8 @@ import { runAttempts, type AttemptOutcome } from './attempt.js';
 import type { CallProgress } from './call-progress.js';
 import type { Ledger } from './ledger.js';
 import { inToolSlots } from './tool-slots.js';
+import { recheckWindowed, RepeatRaced, type WindowedCall } from './repeats.js';
+import { OncelyError } from '../errors/index.js';
 import { outcomeOfRecord, type ToolCallOutcome } from './outcome.js';
 import {
   assertBatch,
@@ -85,7 +87,8 @@ export async function executeToolCalls(
   const prepared = calls.map(prepareCall);
   assertBatch(prepared);
   if (prepared.length === 0) return [];
-  const allToConsume = await approvalsToConsume(ledger, prepared, options.onRepeat);
+  const gated = await approvalsToConsume(ledger, prepared, options.onRepeat);
+  const allToConsume = gated.consume;
   const reserve: Reserve = (requests) => ledger.store.ledger.reserve(requests, ledger.actor);
   const { signal, release } = batchSignal(options.signal, prepared.length);
   const settled = new Array<PromiseSettledResult<CallProgress>>(prepared.length);
@@ -94,15 +97,16 @@ export async function executeToolCalls(
   // Calls of a tool with a cluster-wide limit wait for a slot before they are reserved (in waves).
   const slotted = inToolSlots(ledger, prepared, signal, async (wave) => {
     const consume = allToConsume.filter((c) => wave.includes(c));
+    const keys = new Set(wave.map((p) => p.request.idempotencyKey));
+    const recheck = gated.windowed.filter((w) => keys.has(w.request.idempotencyKey));
     const reservations =
-      consume.length === 0
+      consume.length === 0 && recheck.length === 0
         ? await reserve(wave.map((p) => p.request))
-        : await ledger.store.transaction(async (tx) => {
-            for (const call of consume) await consumeApproval(tx, call);
-            return tx.ledger.reserve(
-              wave.map((p) => p.request),
-              ledger.actor,
-            );
+        : await reserveChecked(ledger, wave, consume, recheck).catch(async (error: unknown) => {
+            if (!(error instanceof RepeatRaced)) throw error;
+            // Another caller reserved the same effect meanwhile: the gate now says what it is.
+            await approvalsToConsume(ledger, prepared, options.onRepeat);
+            throw raceError(error);
           });
     const results = await Promise.allSettled(
       wave.map((call, i) =>
@@ -144,6 +148,45 @@ export async function executeToolCalls(
 }
 
 type Executed = Extract<CallProgress, { kind: 'executed' }>;
+
+/**
+ * Reserves a wave in one transaction: its approvals consumed, and its calls that repeat nothing
+ * under a tenant-wide window checked again under a lock (`RepeatRaced` when another caller reserved
+ * the same effect since the gate). A call whose key has a record is a replay, never checked.
+ */
+async function reserveChecked(
+  ledger: Ledger,
+  wave: readonly PreparedCall[],
+  consume: readonly PreparedCall[],
+  windowed: readonly WindowedCall[],
+): Promise<ReserveResult[]> {
+  return ledger.store.transaction(async (tx) => {
+    for (const call of consume) await consumeApproval(tx, call);
+    if (windowed.length > 0) {
+      const recorded = new Set(
+        (await tx.ledger.getMany(windowed.map((w) => w.request))).map((r) => r.idempotencyKey),
+      );
+      const fresh = windowed.filter((w) => !recorded.has(w.request.idempotencyKey));
+      const batch = new Set(wave.map((p) => p.request.idempotencyKey));
+      await recheckWindowed(tx.ledger, ledger.clock.now(), fresh, batch);
+    }
+    return tx.ledger.reserve(
+      wave.map((p) => p.request),
+      ledger.actor,
+    );
+  });
+}
+
+/** A race the gate no longer sees (the earlier call since found not to have taken effect): ask again. */
+function raceError(raced: RepeatRaced): OncelyError {
+  const keys = raced.earlier.map((r) => r.idempotencyKey);
+  return new OncelyError(
+    'TOOL_CALL_REPEAT',
+    `an identical call (${keys.join(', ')}) was reserved by another caller while this one was being made; ` +
+      'nothing was reserved or run. Make the same call again: it is then treated by what that call came to',
+    { details: { repeatOf: keys[0] ?? null, waiting: true, earlier: null } },
+  );
+}
 
 /**
  * Records the outcomes of a wave that later waves follow, at once, in place: its calls become

@@ -23,4 +23,12 @@ export { outcomeTransition, recordOutcome, reported } from './record-outcome.js'
 export { assertActorId, operatorReason, REASON_MAX } from './operator-input.js';
 export { reconcileHookOf, reconcileRecord, reportLoss, stillRunning } from './settlement.js';
 export { approvalOf, decideToolApproval, type ApprovalDecision } from './approvals.js';
-export { findRepeats, type FoundRepeat, type Repeats, type RepeatLookup } from './repeats.js';
+export {
+  findRepeats,
+  recheckWindowed,
+  RepeatRaced,
+  type FoundRepeat,
+  type Repeats,
+  type RepeatLookup,
+  type WindowedCall,
+} from './repeats.js';

@@ -5,6 +5,7 @@ import {
   type RepeatScope,
   type ToolExecutionRecord,
 } from '../ledger/index.js';
+import type { LedgerStore, ReserveRequest } from '../store/index.js';
 import type { Ledger } from './ledger.js';
 import type { PreparedCall } from './prepare.js';
 
@@ -100,4 +101,48 @@ async function readEarlier(
     stored.set(record.repeatDigest!, list);
   }
   return stored;
+}
+
+/** A call planned as no repeat under a tenant-wide window: checked again as it is reserved. */
+export interface WindowedCall {
+  readonly request: ReserveRequest;
+  readonly windowMs: number;
+}
+
+/** The earlier identical calls another process reserved between a windowed call's plan and its reservation. */
+export class RepeatRaced extends Error {
+  constructor(readonly earlier: readonly ToolExecutionRecord[]) {
+    super(
+      `a tenant-wide repeat check was overtaken: ${earlier.map((r) => r.idempotencyKey).join(', ')} ` +
+        'was reserved meanwhile; the call is planned again',
+    );
+  }
+}
+
+/**
+ * Inside the reservation's transaction, under `guardRepeats`: the tenant-wide repeat check of the
+ * windowed calls again. Two runs that plan the same effect at once both find no earlier call; the
+ * lock orders their reservations, and the second finds the first here. Throws `RepeatRaced` with
+ * the earlier calls it finds (their transaction then reserves nothing); `batch` are the keys being
+ * reserved together, never an earlier call of each other here.
+ */
+export async function recheckWindowed(
+  ledger: Pick<LedgerStore, 'guardRepeats' | 'repeatsOf'>,
+  nowMs: number,
+  windowed: readonly WindowedCall[],
+  batch: ReadonlySet<string>,
+): Promise<void> {
+  const tenantId = windowed[0]?.request.tenantId;
+  if (tenantId === undefined) return;
+  await ledger.guardRepeats(
+    tenantId,
+    windowed.map((w) => w.request.repeatDigest!),
+  );
+  const raced: ToolExecutionRecord[] = [];
+  for (const windowMs of new Set(windowed.map((w) => w.windowMs))) {
+    const digests = windowed.filter((w) => w.windowMs === windowMs).map((w) => w.request.repeatDigest!);
+    const found = await ledger.repeatsOf(tenantId, digests, { kind: 'tenant', sinceMs: nowMs - windowMs });
+    raced.push(...found.filter((r) => !batch.has(r.idempotencyKey) && earlierState(r) !== 'not_taken'));
+  }
+  if (raced.length > 0) throw new RepeatRaced(raced);
 }

@@ -1,6 +1,8 @@
 import {
   inToolSlots,
   proceedCall,
+  recheckWindowed,
+  type WindowedCall,
   recordOutcome,
   recordPlanOf,
   recordWave,
@@ -26,7 +28,7 @@ const IGNORE_LOST_LEASE = unsafeSwitch('ignore-lost-lease');
 export async function executeStep(driver: StepDriver, plan: StepPlan): Promise<Map<string, CallProgress>> {
   const progress = new Map<string, CallProgress>();
   if (plan.ready.length === 0) return progress;
-  const fenced = fencedReserve(driver);
+  const fenced = fencedReserve(driver, plan.windowed);
   const reserve: Reserve = (requests) => fenced(requests, []);
   let failure: PromiseRejectedResult | undefined;
   let ran = 0;
@@ -104,12 +106,14 @@ export async function recordInHand(driver: StepDriver, progress: Map<string, Cal
  * exactly one reservation. A step's first reservation saves the model's response first, in the same
  * write: one statement on PostgreSQL when nothing is consumed and every call is new.
  */
-function fencedReserve(driver: StepDriver) {
+function fencedReserve(driver: StepDriver, windowed: readonly WindowedCall[]) {
   const { ledger, run, lease } = driver;
   return async (
     requests: readonly PreparedCall['request'][],
     consume: readonly PreparedCall[],
   ): Promise<ReserveResult[]> => {
+    const keys = new Set(requests.map((r) => r.idempotencyKey));
+    const recheck = windowed.filter((w) => keys.has(w.request.idempotencyKey));
     // A driver that knows its lease is gone (it froze past it) reserves nothing, even if nobody has
     // claimed the run yet: the database would still renew an unexpired lease, never an expired one.
     if (lease.lost) throw leaseLost(run.runId, lease.epoch);
@@ -118,6 +122,7 @@ function fencedReserve(driver: StepDriver) {
     if (
       response !== undefined &&
       consume.length === 0 &&
+      recheck.length === 0 &&
       requests.every((r) => r.reopenVersion === undefined)
     ) {
       const step = await ledger.store.reserveStep({
@@ -147,6 +152,8 @@ function fencedReserve(driver: StepDriver) {
         );
         if (!used) throw new Error(`the approval of ${call.request.idempotencyKey} could not be consumed`);
       }
+      // Another run may have reserved the same effect since the plan: checked again under a lock.
+      if (recheck.length > 0) await recheckWindowed(tx.ledger, ledger.clock.now(), recheck, keys);
       return tx.ledger.reserve(requests, ledger.actor);
     });
   };

@@ -3,6 +3,7 @@ import {
   approvalOf,
   findRepeats,
   type Repeats,
+  type WindowedCall,
   outcomeOfRecord,
   prepareCall,
   type Ledger,
@@ -46,6 +47,12 @@ export interface StepPlan {
   readonly deferred: ReadonlyMap<string, string>;
   /** Of `deferred`, the ones whose earlier call is in this step and is being made now. */
   readonly deferredInStep: ReadonlySet<string>;
+  /**
+   * Of `ready`, the calls planned as no repeat under a tenant-wide window (`repeatWindowMs`): the
+   * check is made again in the reservation's transaction, under a lock, as another run may be
+   * reserving the same effect at this moment.
+   */
+  readonly windowed: readonly WindowedCall[];
   /** Repeats found this pass, by call id: the earlier key and what the table decided (for events). */
   readonly repeats: ReadonlyMap<string, { readonly of: string; readonly decision: RepeatDecision }>;
 }
@@ -87,6 +94,7 @@ export async function planStep(context: PlanContext, calls: readonly PendingCall
   const deferred = new Map<string, string>();
   const deferredInStep = new Set<string>();
   const found = new Map<string, { of: string; decision: RepeatDecision }>();
+  const windowed: WindowedCall[] = [];
   const preparedOf = new Map(
     calls.filter((c) => c.heard === undefined).map((c) => [c.toolCallId, prepare(context, c)] as const),
   );
@@ -145,6 +153,9 @@ export async function planStep(context: PlanContext, calls: readonly PendingCall
       case 'reserve':
         ready.push(prepared);
         repeats.made(prepared);
+        if (repeat === undefined && isWindowed(context, prepared)) {
+          windowed.push({ request: prepared.request, windowMs: prepared.tool.repeatWindowMs! });
+        }
         if (approval !== undefined) consume.push(prepared);
         break;
       case 'request_approval':
@@ -185,8 +196,18 @@ export async function planStep(context: PlanContext, calls: readonly PendingCall
     standing,
     deferred,
     deferredInStep,
+    windowed,
     repeats: found,
   };
+}
+
+/** A call whose repeats are looked for across the tenant, under a policy that guards them. */
+function isWindowed(context: PlanContext, call: PreparedCall): boolean {
+  return (
+    call.tool.repeatWindowMs !== undefined &&
+    call.request.repeatDigest != null &&
+    repeatPolicyOf(context.onRepeat, call.tool) !== 'allow'
+  );
 }
 
 /** The decision table's facts about a call with no record: its approval, and what it repeats. */

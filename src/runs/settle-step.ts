@@ -1,4 +1,5 @@
 import {
+  RepeatRaced,
   afterWrite,
   executedOutcome,
   executedTransition,
@@ -39,6 +40,8 @@ export interface SettleStepDriver extends StepDriver {
 
 /** Passes over one step: the second and third only ask reconcile hooks about calls just found unknown. */
 const MAX_PASSES = 3;
+/** Plans of one step again after a tenant-wide repeat check was overtaken (each finds the call a repeat). */
+const MAX_RACED = 3;
 
 type Executed = Extract<CallProgress, { kind: 'executed' }>;
 
@@ -49,6 +52,7 @@ type Executed = Extract<CallProgress, { kind: 'executed' }>;
  * the drive when the run waits or ends, or undefined when the model is to be called next.
  */
 export async function settleStep(driver: SettleStepDriver): Promise<DriveEnd | undefined> {
+  let raced = 0;
   for (let pass = 1; ; pass++) {
     const pending = driver.checkpoint.pending;
     if (pending === null) return undefined;
@@ -63,7 +67,15 @@ export async function settleStep(driver: SettleStepDriver): Promise<DriveEnd | u
       },
       pending.calls,
     );
-    const progress = await executeStep(driver, plan);
+    let progress: Awaited<ReturnType<typeof executeStep>>;
+    try {
+      progress = await executeStep(driver, plan);
+    } catch (error) {
+      // Another run reserved the same effect between the plan and the reservation (a tenant-wide
+      // window): nothing of this wave was reserved; plan again, and the call is found a repeat.
+      if (error instanceof RepeatRaced && raced++ < MAX_RACED) continue;
+      throw error;
+    }
     const next = await commit(driver, pending.calls, plan, progress, pass < MAX_PASSES);
     if (next !== 'again') return next;
   }

@@ -487,3 +487,9 @@ export function repeatScopeParam(scope: RepeatScope, toIso: (ms: number) => stri
       return toIso(scope.sinceMs);
   }
 }
+
+/** GUARD_REPEATS: an advisory transaction lock per repeat digest of a tenant, in sorted order. */
+export const GUARD_REPEATS = {
+  postgres: `SELECT pg_advisory_xact_lock(hashtextextended($1 || ' ' || d, 0))
+FROM (SELECT DISTINCT d FROM unnest($2::text[]) AS d ORDER BY d) AS digests`,
+} as const;

@@ -133,6 +133,13 @@ export interface LedgerStore {
    * conversation, or since a time) that took effect or may have, newest first (at most 200).
    */
   repeatsOf(tenantId: string, digests: readonly string[], scope: RepeatScope): Promise<ToolExecutionRecord[]>;
+  /**
+   * Inside a transaction: serialises it with every other transaction that guards one of these
+   * repeat digests of the tenant, until it ends — so a tenant-wide repeat check made in it, then the
+   * reservation, cannot interleave with another's (a PostgreSQL advisory transaction lock per
+   * digest, taken in sorted order; SQLite's write transaction is one at a time already).
+   */
+  guardRepeats(tenantId: string, digests: readonly string[]): Promise<void>;
   /** A tenant's records in (attemptStartedAt, key) order: with the unknown statuses, longest waiting first. */
   list(tenantId: string, filter: ListFilter): Promise<ToolExecutionRecord[]>;
 }

@@ -187,6 +187,70 @@ describe.each(STORE_KINDS)('repeats of guarded calls on %s', (kind) => {
     expect(ran).toEqual([]);
   });
 
+  it('a tenant-wide window holds when two callers make the same call at the same instant: one runs, the other is asked', async () => {
+    const ran: string[] = [];
+    const credit = defineTool({
+      name: 'issue_credit',
+      description: 'Credit an account',
+      input: z.object({ accountId: z.string(), amountCents: z.number().int() }),
+      effect: external(),
+      repeatWindowMs: 60_000,
+      execute: (args, ctx: ToolContext) => {
+        ran.push(ctx.idempotencyKey);
+        return { receipt: `rcpt_${ctx.runId}`, ...args };
+      },
+    });
+    // Both callers look for earlier calls before either reserves: each finds none.
+    let looked = 0;
+    let bothLooked!: () => void;
+    const barrier = new Promise<void>((resolve) => (bothLooked = resolve));
+    const ledgerStore = store.ledger;
+    const racing = new Proxy(store, {
+      get: (target, name, receiver) =>
+        name !== 'ledger'
+          ? Reflect.get(target, name, receiver)
+          : new Proxy(ledgerStore, {
+              get: (l, method, r) =>
+                method !== 'repeatsOf'
+                  ? (Reflect.get(l, method, r) as unknown)
+                  : async (...args: Parameters<Store['ledger']['repeatsOf']>) => {
+                      const found = await ledgerStore.repeatsOf(...args);
+                      if (++looked === 2) bothLooked();
+                      await barrier;
+                      return found;
+                    },
+            }),
+    });
+    const raceLedger = new Ledger(racing, { actorId: 'racer', landingMarginMs: 0 });
+    const args = account();
+    const [a, b] = [run(), run()];
+    const results = await Promise.allSettled([
+      executeToolCall(raceLedger, credit, args, { tenantId: TENANT, runId: a, toolCallId: 'c1' }),
+      executeToolCall(raceLedger, credit, args, { tenantId: TENANT, runId: b, toolCallId: 'c1' }),
+    ]);
+    expect(
+      ran,
+      JSON.stringify(results.map((r) => (r.status === 'rejected' ? String(r.reason) : r.value.status))),
+    ).toHaveLength(1);
+    // The other is a repeat of it: asked about (the winner completed), or waiting for it (still running).
+    const refused = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+    expect(refused?.reason).toMatchObject({ details: { repeatOf: ran[0] } });
+    expect(['APPROVAL_REQUIRED', 'TOOL_CALL_REPEAT']).toContain((refused?.reason as OncelyError).code);
+    const loser = ran[0] === `${a}:c1` ? `${b}:c1` : `${a}:c1`;
+    expect(await store.ledger.get(TENANT, loser)).toBeUndefined();
+    // Once the winner is known to have taken effect, the loser's next try is asked about.
+    expect(
+      await refusal(() =>
+        executeToolCall(raceLedger, credit, args, {
+          tenantId: TENANT,
+          runId: loser.split(':')[0]!,
+          toolCallId: 'c1',
+        }),
+      ),
+    ).toMatchObject({ code: 'APPROVAL_REQUIRED', details: { repeatOf: ran[0] } });
+    expect(ran).toHaveLength(1);
+  });
+
   it('allow: the same credit runs twice', async () => {
     const ran: string[] = [];
     const credit = creditTool(ran, 'allow');

@@ -36,6 +36,7 @@ import {
   GET_MANY,
   HISTORY,
   REPEATS,
+  GUARD_REPEATS,
   repeatScopeParam,
   LIST,
   LOSS,
@@ -255,6 +256,11 @@ export class PostgresLedger implements LedgerStore {
     const sql: string = REPEATS.postgres[scope.kind];
     const { rows } = await this.db.query<ExecutionRow>(sql, [tenantId, digests, param]);
     return rows.map(toRecord);
+  }
+
+  async guardRepeats(tenantId: string, digests: readonly string[]): Promise<void> {
+    if (digests.length === 0) return;
+    await this.db.query(GUARD_REPEATS.postgres, [tenantId, digests]);
   }
 
   async history(tenantId: string, idempotencyKey: string): Promise<LedgerEvent[]> {

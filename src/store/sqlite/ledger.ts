@@ -259,6 +259,11 @@ export class SqliteLedger implements LedgerStore {
     return settle(() => statement.all(tenantId, JSON.stringify(digests), param).map(toRecord));
   }
 
+  /** One write transaction at a time holds SQLite's write lock: nothing more to take. */
+  guardRepeats(): Promise<void> {
+    return Promise.resolve();
+  }
+
   history(tenantId: string, idempotencyKey: string): Promise<LedgerEvent[]> {
     return settle(() => this.statements.history.all(tenantId, idempotencyKey).map(toEvent));
   }
