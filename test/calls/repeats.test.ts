@@ -208,7 +208,7 @@ describe.each(STORE_KINDS)('repeats of guarded calls on %s', (kind) => {
     const racing = new Proxy(store, {
       get: (target, name, receiver) =>
         name !== 'ledger'
-          ? Reflect.get(target, name, receiver)
+          ? (Reflect.get(target, name, receiver) as unknown)
           : new Proxy(ledgerStore, {
               get: (l, method, r) =>
                 method !== 'repeatsOf'
