@@ -140,11 +140,15 @@ function guardedStep(prefix: string, k: number): BenchCase {
 /** A runtime with one scripted agent: `steps` model steps of `k` calls each, then an answer. */
 async function runtimeOn(url: string, steps: number, k: number): Promise<{ runtime: Runtime; store: Store }> {
   const store = await openStore(url, { migrate: true });
-  const step = { toolCalls: Array.from({ length: k }, (_, n) => ({ toolName: tool.name, input: { n } })) };
+  // Each call of the run is another effect (its own arguments), so every one is looked up as a
+  // possible repeat and none is one: the cost of the guard, without approvals.
+  const stepOf = (s: number) => ({
+    toolCalls: Array.from({ length: k }, (_, n) => ({ toolName: tool.name, input: { n: s * k + n } })),
+  });
   const agent = defineAgent({
     name: 'bench',
     instructions: 'bench',
-    model: scriptedModel([...Array.from({ length: steps }, () => step), { text: 'done' }]),
+    model: scriptedModel([...Array.from({ length: steps }, (_, s) => stepOf(s)), { text: 'done' }]),
     tools: [tool],
     maxSteps: steps + 1,
   });

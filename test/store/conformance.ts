@@ -180,6 +180,65 @@ export function describeStoreConformance(
       return record;
     }
 
+    it('finds the earlier calls of a repeat digest in a run, a conversation or the tenant since a time, never one that did not take effect', async () => {
+      const digest = `d_${seq}_${Date.now()}`;
+      const runA = `run_rep_a_${seq}`;
+      const completed = await recordIn('completed', { runId: runA, toolCallId: 'c1', repeatDigest: digest });
+      // Not attempted: it did not take effect, so it is never an earlier call of a repeat.
+      await recordIn('failed', { runId: runA, toolCallId: 'c2', repeatDigest: digest });
+      const unknown = await recordIn('started', { repeatDigest: digest, conversationId: 'conv_r' });
+      await recordIn('completed', { runId: runA, toolCallId: 'c3', repeatDigest: `${digest}_other` });
+      const keys = (records: readonly ToolExecutionRecord[]) => records.map((r) => r.idempotencyKey).sort();
+
+      expect(completed.repeatDigest).toBe(digest);
+      expect(unknown.conversationId).toBe('conv_r');
+      expect(keys(await store.ledger.repeatsOf(TENANT, [digest], { kind: 'run', runId: runA }))).toEqual([
+        completed.idempotencyKey,
+      ]);
+      expect(
+        keys(
+          await store.ledger.repeatsOf(TENANT, [digest], { kind: 'conversation', conversationId: 'conv_r' }),
+        ),
+      ).toEqual([unknown.idempotencyKey]);
+      expect(
+        keys(
+          await store.ledger.repeatsOf(TENANT, [digest], { kind: 'tenant', sinceMs: Date.now() - 60_000 }),
+        ),
+      ).toEqual(keys([completed, unknown]));
+      expect(
+        await store.ledger.repeatsOf(TENANT, [digest], { kind: 'tenant', sinceMs: Date.now() + 60_000 }),
+      ).toEqual([]);
+      expect(await store.ledger.repeatsOf('other-tenant', [digest], { kind: 'tenant', sinceMs: 0 })).toEqual(
+        [],
+      );
+    });
+
+    it('guardRepeats holds a second transaction on the same digest until the first ends', async () => {
+      const digest = `g_${seq}_${Date.now()}`;
+      let release!: () => void;
+      const held = new Promise<void>((resolve) => (release = resolve));
+      let firstIn!: () => void;
+      const inFirst = new Promise<void>((resolve) => (firstIn = resolve));
+      const order: string[] = [];
+      const first = store.transaction(async (tx) => {
+        await tx.ledger.guardRepeats(TENANT, [digest]);
+        order.push('first in');
+        firstIn();
+        await held;
+        order.push('first out');
+      });
+      await inFirst;
+      const second = store.transaction(async (tx) => {
+        await tx.ledger.guardRepeats(TENANT, [digest]);
+        order.push('second in');
+      });
+      await sleep(100);
+      expect(order).toEqual(['first in']);
+      release();
+      await Promise.all([first, second]);
+      expect(order).toEqual(['first in', 'first out', 'second in']);
+    });
+
     async function snapshot(key: string, tenantId = TENANT): Promise<Snapshot> {
       return {
         record: await store.ledger.get(tenantId, key),
