@@ -49,6 +49,9 @@ function makeTool(world: () => World) {
     effect: external(),
     timeoutMs: TIMEOUT_MS,
     downstreamAcceptsKey: false,
+    // Its keys are separate calls of the same SMS on purpose: this property is about one key's
+    // attempts, not about the model's repeats (test/calls/repeats.test.ts).
+    onRepeat: 'allow',
     reconcile: (record) =>
       (world().effects.get(record.idempotencyKey) ?? 0) > 0
         ? { status: 'completed', value: { sent: true } }
