@@ -165,7 +165,10 @@ export async function checkInvariants(facts: Facts): Promise<string[]> {
       (e) => e.to === 'completed' && (e.kind === 'transition' || e.kind === 'conflict'),
     )?.at;
   const excused = (key: string): boolean => forced(key) || lied(key, 'failed') || outlived(key);
-  v.push(...(await repeatProblems(facts, records, excused, tookEffectAt)));
+  // The history event that reserved a record's current attempt: ids rise with every event written.
+  const reservedAt = (r: ToolExecutionRecord): number =>
+    (histories.get(r.idempotencyKey) ?? []).findLast((e) => e.via === 'reserve')?.id ?? 0;
+  v.push(...(await repeatProblems(facts, records, excused, tookEffectAt, reservedAt)));
   for (const [key, history] of histories) v.push(...historyProblems(key, history, byKey.get(key)!));
   for (let i = 0; i < facts.plan.runs.length; i += 1) {
     if ((await store.runs.get(TENANT, runIdOf(i))) === undefined) v.push(`${runIdOf(i)} was never created`);
@@ -274,6 +277,7 @@ async function repeatProblems(
   records: readonly ToolExecutionRecord[],
   excused: (key: string) => boolean,
   tookEffectAt: (key: string) => string | undefined,
+  reservedAt: (record: ToolExecutionRecord) => number,
 ): Promise<string[]> {
   const v: string[] = [];
   const approvals = new Map(
@@ -292,7 +296,9 @@ async function repeatProblems(
     groups.set(identity, [...(groups.get(identity) ?? []), r]);
   }
   for (const group of groups.values()) {
-    const [first, ...later] = [...group].sort((a, b) => a.createdAt.localeCompare(b.createdAt));
+    // In the order their standing attempts were reserved (a call re-opened after its hook found it
+    // not taken is made again then, under its own run's policy).
+    const [first, ...later] = [...group].sort((a, b) => reservedAt(a) - reservedAt(b));
     for (const r of later) {
       const policy = planned.get(r.runId)?.onRepeat ?? 'allow';
       if (policy === 'allow' || excused(first!.idempotencyKey)) continue;
@@ -305,7 +311,7 @@ async function repeatProblems(
         );
       }
       const known = tookEffectAt(first!.idempotencyKey);
-      if (known === undefined || r.createdAt < known) {
+      if (known === undefined || r.attemptStartedAt < known) {
         v.push(
           `${r.idempotencyKey} was reserved while ${first!.idempotencyKey}, which it repeats, was still unknown: nobody could know it would be a second effect`,
         );

@@ -10,7 +10,7 @@ import {
   type PreparedCall,
   type ToolCallOutcome,
 } from '../calls/index.js';
-import { decideCall, type CallFacts, type ToolExecutionRecord } from '../ledger/index.js';
+import { decideCall, isUnknownStatus, type CallFacts, type ToolExecutionRecord } from '../ledger/index.js';
 import { repeatPolicyOf, type Agent } from '../agents/index.js';
 import type { ApprovalRecord, HeardResult, PendingCall } from '../run-state/index.js';
 import type { NewApproval } from '../store/index.js';
@@ -107,7 +107,9 @@ export async function planStep(context: PlanContext, calls: readonly PendingCall
     },
     calls.flatMap((c) => {
       const p = preparedOf.get(c.toolCallId);
-      return p === undefined || 'invalid' in p || records.has(c.toolCallId) ? [] : [p];
+      if (p === undefined || 'invalid' in p) return [];
+      const record = records.get(c.toolCallId);
+      return record === undefined || reopens(record, approvals.get(c.toolCallId)) ? [p] : [];
     }),
   );
 
@@ -140,8 +142,30 @@ export async function planStep(context: PlanContext, calls: readonly PendingCall
     }
     if (record !== undefined) {
       const settled = await settledMeanwhile(context, record);
-      if (settled === undefined) ready.push(prepared);
-      else heard.set(id, settled);
+      if (settled !== undefined) {
+        heard.set(id, settled);
+        continue;
+      }
+      // A call the hook found not taken is run again under its key: a second effect if an identical
+      // call of its scope took effect meanwhile (another run's, under a tenant window). It is not
+      // run: the model hears that one; while that one is unknown, it waits for it.
+      const repeat = reopens(record, approvals.get(id)) ? repeats.of(prepared) : undefined;
+      if (repeat?.state === 'standing') {
+        heard.set(id, heardRepeatRefused(repeat.earlier!));
+        found.set(id, { of: repeat.earlierKey, decision: 'refuse' });
+      } else if (repeat !== undefined) {
+        deferred.set(id, repeat.earlierKey);
+        if (repeat.earlier === undefined) deferredInStep.add(id);
+        found.set(id, { of: repeat.earlierKey, decision: 'wait' });
+      } else {
+        ready.push(prepared);
+        repeats.made(prepared);
+        // Re-opened now, or once its hook finds it not taken (in this pass): checked again as it is.
+        const mayReopen = reopens(record, approvals.get(id)) || isUnknownStatus(record.status);
+        if (mayReopen && approvals.get(id)?.repeatOf == null && isWindowed(context, prepared)) {
+          windowed.push({ request: prepared.request, windowMs: prepared.tool.repeatWindowMs! });
+        }
+      }
       continue;
     }
     const approval = approvals.get(id);
@@ -199,6 +223,19 @@ export async function planStep(context: PlanContext, calls: readonly PendingCall
     windowed,
     repeats: found,
   };
+}
+
+/**
+ * A record the table would run again (re-open): `failed` on the reconcile hook's word, no conflict,
+ * and not approved as a repeat (an operator's approval of a repeat stands for its every attempt).
+ */
+function reopens(record: ToolExecutionRecord, approval: ApprovalRecord | undefined): boolean {
+  return (
+    record.status === 'failed' &&
+    record.settledBy?.kind === 'reconcile' &&
+    record.conflictAt === null &&
+    approval?.repeatOf == null
+  );
 }
 
 /** A call whose repeats are looked for across the tenant, under a policy that guards them. */
