@@ -318,8 +318,7 @@ function timedLedger(
     getMany: (keys) => time('get_many', () => ledger.getMany(keys)),
     history: (tenantId, key) => time('history', () => ledger.history(tenantId, key)),
     list: (tenantId, filter) => time('list', () => ledger.list(tenantId, filter)),
-    guardRepeats: (tenantId, digests) =>
-      time('guard_repeats', () => ledger.guardRepeats(tenantId, digests)),
+    guardRepeats: (tenantId, digests) => time('guard_repeats', () => ledger.guardRepeats(tenantId, digests)),
     repeatsOf: (tenantId, digests, scope) =>
       time('repeats_of', () => ledger.repeatsOf(tenantId, digests, scope)),
   };

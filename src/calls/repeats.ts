@@ -107,6 +107,11 @@ async function readEarlier(
 export interface WindowedCall {
   readonly request: ReserveRequest;
   readonly windowMs: number;
+  /**
+   * The call has a record: it is checked only as it is re-opened (a reservation with
+   * `reopenVersion`), never as its existing record is read back.
+   */
+  readonly recorded?: boolean;
 }
 
 /** The earlier identical calls another process reserved between a windowed call's plan and its reservation. */

@@ -113,7 +113,15 @@ function fencedReserve(driver: StepDriver, windowed: readonly WindowedCall[]) {
     consume: readonly PreparedCall[],
   ): Promise<ReserveResult[]> => {
     const keys = new Set(requests.map((r) => r.idempotencyKey));
-    const recheck = windowed.filter((w) => keys.has(w.request.idempotencyKey));
+    // A new call as it is reserved; a recorded one only as it is re-opened.
+    const reopening = new Set(
+      requests.filter((r) => r.reopenVersion !== undefined).map((r) => r.idempotencyKey),
+    );
+    const recheck = windowed.filter(
+      (w) =>
+        keys.has(w.request.idempotencyKey) &&
+        (w.recorded !== true || reopening.has(w.request.idempotencyKey)),
+    );
     // A driver that knows its lease is gone (it froze past it) reserves nothing, even if nobody has
     // claimed the run yet: the database would still renew an unexpired lease, never an expired one.
     if (lease.lost) throw leaseLost(run.runId, lease.epoch);

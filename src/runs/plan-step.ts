@@ -163,7 +163,11 @@ export async function planStep(context: PlanContext, calls: readonly PendingCall
         // Re-opened now, or once its hook finds it not taken (in this pass): checked again as it is.
         const mayReopen = reopens(record, approvals.get(id)) || isUnknownStatus(record.status);
         if (mayReopen && approvals.get(id)?.repeatOf == null && isWindowed(context, prepared)) {
-          windowed.push({ request: prepared.request, windowMs: prepared.tool.repeatWindowMs! });
+          windowed.push({
+            request: prepared.request,
+            windowMs: prepared.tool.repeatWindowMs!,
+            recorded: true,
+          });
         }
       }
       continue;

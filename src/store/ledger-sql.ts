@@ -439,6 +439,16 @@ export const LIST = {
 /** At most this many earlier calls are read per lookup, the newest (one is enough to decide). */
 const REPEATS_LIMIT = 200;
 
+function repeatsPerDigest(scope: string): string {
+  return `SELECT t.* FROM unnest($2::text[]) AS d (digest)
+CROSS JOIN LATERAL (
+  SELECT * FROM tool_executions
+  WHERE tenant_id = $1 AND repeat_digest = d.digest AND ${scope}
+    AND NOT (status = 'failed' AND conflict_at IS NULL)
+  ORDER BY created_at DESC LIMIT ${REPEATS_LIMIT} OFFSET 0
+) AS t`;
+}
+
 /**
  * REPEATS: the earlier calls with one of these digests in a scope (a run, a conversation, or the
  * tenant since a time) that took effect or may have (a `failed` one without a conflict did not),
@@ -446,32 +456,25 @@ const REPEATS_LIMIT = 200;
  * third parameter: the run id, the conversation id, or the earliest creation time.
  */
 export const REPEATS = {
+  // One index descent per digest (LATERAL): planned without the values, the only cheap plan is the
+  // repeats index, never a walk of the run's or the tenant's rows (see prepared.ts).
   postgres: {
-    run: `SELECT * FROM tool_executions
-WHERE tenant_id = $1 AND repeat_digest = ANY($2::text[]) AND run_id = $3
-AND NOT (status = 'failed' AND conflict_at IS NULL)
-ORDER BY created_at DESC LIMIT ${REPEATS_LIMIT}`,
-    conversation: `SELECT * FROM tool_executions
-WHERE tenant_id = $1 AND repeat_digest = ANY($2::text[]) AND conversation_id = $3
-AND NOT (status = 'failed' AND conflict_at IS NULL)
-ORDER BY created_at DESC LIMIT ${REPEATS_LIMIT}`,
-    tenant: `SELECT * FROM tool_executions
-WHERE tenant_id = $1 AND repeat_digest = ANY($2::text[]) AND created_at >= $3::timestamptz
-AND NOT (status = 'failed' AND conflict_at IS NULL)
-ORDER BY created_at DESC LIMIT ${REPEATS_LIMIT}`,
+    run: repeatsPerDigest('run_id = $3'),
+    conversation: repeatsPerDigest('conversation_id = $3'),
+    tenant: repeatsPerDigest('created_at >= $3::timestamptz'),
   },
   sqlite: {
     run: `SELECT * FROM tool_executions
 WHERE tenant_id = ? AND repeat_digest IN (SELECT value FROM json_each(?)) AND run_id = ?
-AND NOT (status = 'failed' AND conflict_at IS NULL)
+AND repeat_digest IS NOT NULL AND NOT (status = 'failed' AND conflict_at IS NULL)
 ORDER BY created_at DESC LIMIT ${REPEATS_LIMIT}`,
     conversation: `SELECT * FROM tool_executions
 WHERE tenant_id = ? AND repeat_digest IN (SELECT value FROM json_each(?)) AND conversation_id = ?
-AND NOT (status = 'failed' AND conflict_at IS NULL)
+AND repeat_digest IS NOT NULL AND NOT (status = 'failed' AND conflict_at IS NULL)
 ORDER BY created_at DESC LIMIT ${REPEATS_LIMIT}`,
     tenant: `SELECT * FROM tool_executions
 WHERE tenant_id = ? AND repeat_digest IN (SELECT value FROM json_each(?)) AND created_at >= ?
-AND NOT (status = 'failed' AND conflict_at IS NULL)
+AND repeat_digest IS NOT NULL AND NOT (status = 'failed' AND conflict_at IS NULL)
 ORDER BY created_at DESC LIMIT ${REPEATS_LIMIT}`,
   },
 } as const;

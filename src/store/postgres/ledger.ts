@@ -254,7 +254,11 @@ export class PostgresLedger implements LedgerStore {
     if (digests.length === 0) return [];
     const param = repeatScopeParam(scope, (ms) => new Date(ms).toISOString());
     const sql: string = REPEATS.postgres[scope.kind];
-    const { rows } = await this.db.query<ExecutionRow>(sql, [tenantId, digests, param]);
+    const { rows } = await this.db.query<ExecutionRow>(prepared(`oncely_repeats_${scope.kind}`, sql), [
+      tenantId,
+      digests,
+      param,
+    ]);
     return rows.map(toRecord);
   }
 
