@@ -76,6 +76,15 @@ export const DEFAULT_MAX_STEPS = 20;
 export const DEFAULT_MODEL_TIMEOUT_MS = 120_000;
 export const DEFAULT_MODEL_OUTAGE_RETRIES = 8;
 
+/** An agent's repeat policy, as code and `oncely.yaml` give it: one policy, or `{ default, tools }`. */
+export const repeatPoliciesSchema = z.union([
+  z.enum(REPEAT_POLICIES),
+  z.strictObject({
+    default: z.enum(REPEAT_POLICIES).optional(),
+    tools: z.record(z.string(), z.enum(REPEAT_POLICIES)).optional(),
+  }),
+]);
+
 const agentSchema = z.object({
   name: z.string().regex(/^[A-Za-z0-9_.-]{1,64}$/, 'use 1-64 characters of A-Z a-z 0-9 _ . -'),
   instructions: z.string(),
@@ -87,15 +96,7 @@ const agentSchema = z.object({
   toolPolicy: z
     .object({
       onIndeterminate: z.enum(ON_INDETERMINATE).optional(),
-      onRepeat: z
-        .union([
-          z.enum(REPEAT_POLICIES),
-          z.strictObject({
-            default: z.enum(REPEAT_POLICIES).optional(),
-            tools: z.record(z.string(), z.enum(REPEAT_POLICIES)).optional(),
-          }),
-        ])
-        .optional(),
+      onRepeat: repeatPoliciesSchema.optional(),
     })
     .optional(),
   maxSteps: z.number().int().min(1).max(1000).optional(),

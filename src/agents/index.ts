@@ -1,6 +1,7 @@
 export {
   defineAgent,
   repeatPolicyOf,
+  repeatPoliciesSchema,
   ON_INDETERMINATE,
   DEFAULT_MAX_STEPS,
   type Agent,

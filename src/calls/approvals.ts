@@ -11,7 +11,7 @@ import type { NewApproval, StoreTx } from '../store/index.js';
 import type { Ledger } from './ledger.js';
 import { REASON_MAX, assertActorId, operatorReason } from './operator-input.js';
 import type { PreparedCall } from './prepare.js';
-import { findRepeats, type FoundRepeat, type WindowedCall } from './repeats.js';
+import { findRepeats, windowedCall, type FoundRepeat, type WindowedCall } from './repeats.js';
 
 /**
  * The guarded call's gate before anything is reserved, the same decision table the run loop asks:
@@ -36,9 +36,8 @@ export async function approvalsToConsume(
   const tenantId = needing[0]!.request.tenantId;
   const windowed: WindowedCall[] = [];
   const maybeWindowed = (call: PreparedCall): void => {
-    const windowMs = call.tool.repeatWindowMs;
-    if (windowMs !== undefined && call.request.repeatDigest != null && policyOf(call) !== 'allow')
-      windowed.push({ request: call.request, windowMs });
+    const w = windowedCall(call, policyOf(call));
+    if (w !== undefined) windowed.push(w);
   };
   const repeats = await findRepeats(
     {

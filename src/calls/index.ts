@@ -26,6 +26,7 @@ export { approvalOf, decideToolApproval, type ApprovalDecision } from './approva
 export {
   findRepeats,
   recheckWindowed,
+  windowedCall,
   RepeatRaced,
   type FoundRepeat,
   type Repeats,

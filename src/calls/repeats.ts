@@ -114,6 +114,20 @@ export interface WindowedCall {
   readonly recorded?: boolean;
 }
 
+/**
+ * The call as a windowed call when its repeats are looked for across the tenant (`repeatWindowMs`)
+ * under a policy that guards them; undefined otherwise.
+ */
+export function windowedCall(
+  call: PreparedCall,
+  policy: RepeatPolicy,
+  recorded = false,
+): WindowedCall | undefined {
+  const windowMs = call.tool.repeatWindowMs;
+  if (windowMs === undefined || call.request.repeatDigest == null || policy === 'allow') return undefined;
+  return { request: call.request, windowMs, ...(recorded ? { recorded } : {}) };
+}
+
 /** The earlier identical calls another process reserved between a windowed call's plan and its reservation. */
 export class RepeatRaced extends Error {
   constructor(readonly earlier: readonly ToolExecutionRecord[]) {

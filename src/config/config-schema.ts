@@ -1,5 +1,5 @@
 import { z } from 'zod/v4';
-import { ON_INDETERMINATE } from '../agents/index.js';
+import { ON_INDETERMINATE, repeatPoliciesSchema } from '../agents/index.js';
 import { REPEAT_POLICIES } from '../ledger/index.js';
 import { modelConfigSchema } from '../models/index.js';
 
@@ -15,15 +15,7 @@ const agentSchema = z.strictObject({
     .strictObject({
       on_indeterminate: z.enum(ON_INDETERMINATE).optional(),
       /** `ask`, `refuse` or `allow`; or `{ default, tools: { name: policy } }`. */
-      on_repeat: z
-        .union([
-          z.enum(REPEAT_POLICIES),
-          z.strictObject({
-            default: z.enum(REPEAT_POLICIES).optional(),
-            tools: z.record(z.string(), z.enum(REPEAT_POLICIES)).optional(),
-          }),
-        ])
-        .optional(),
+      on_repeat: repeatPoliciesSchema.optional(),
     })
     .optional(),
   max_steps: z.number().int().min(1).max(1000).optional(),

@@ -2,6 +2,7 @@ import { isOncelyError } from '../errors/index.js';
 import {
   approvalOf,
   findRepeats,
+  windowedCall,
   type Repeats,
   type WindowedCall,
   outcomeOfRecord,
@@ -162,13 +163,8 @@ export async function planStep(context: PlanContext, calls: readonly PendingCall
         repeats.made(prepared);
         // Re-opened now, or once its hook finds it not taken (in this pass): checked again as it is.
         const mayReopen = reopens(record, approvals.get(id)) || isUnknownStatus(record.status);
-        if (mayReopen && approvals.get(id)?.repeatOf == null && isWindowed(context, prepared)) {
-          windowed.push({
-            request: prepared.request,
-            windowMs: prepared.tool.repeatWindowMs!,
-            recorded: true,
-          });
-        }
+        const w = windowedCall(prepared, repeatPolicyOf(context.onRepeat, prepared.tool), true);
+        if (mayReopen && approvals.get(id)?.repeatOf == null && w !== undefined) windowed.push(w);
       }
       continue;
     }
@@ -181,8 +177,9 @@ export async function planStep(context: PlanContext, calls: readonly PendingCall
       case 'reserve':
         ready.push(prepared);
         repeats.made(prepared);
-        if (repeat === undefined && isWindowed(context, prepared)) {
-          windowed.push({ request: prepared.request, windowMs: prepared.tool.repeatWindowMs! });
+        if (repeat === undefined) {
+          const w = windowedCall(prepared, repeatPolicyOf(context.onRepeat, prepared.tool));
+          if (w !== undefined) windowed.push(w);
         }
         if (approval !== undefined) consume.push(prepared);
         break;
@@ -239,15 +236,6 @@ function reopens(record: ToolExecutionRecord, approval: ApprovalRecord | undefin
     record.settledBy?.kind === 'reconcile' &&
     record.conflictAt === null &&
     approval?.repeatOf == null
-  );
-}
-
-/** A call whose repeats are looked for across the tenant, under a policy that guards them. */
-function isWindowed(context: PlanContext, call: PreparedCall): boolean {
-  return (
-    call.tool.repeatWindowMs !== undefined &&
-    call.request.repeatDigest != null &&
-    repeatPolicyOf(context.onRepeat, call.tool) !== 'allow'
   );
 }
 
