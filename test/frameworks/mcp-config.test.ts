@@ -131,6 +131,29 @@ agents:
     }
   }, 60_000);
 
+  it('joins a prefix to the tool names with _ as documented: crm and crm_ alike, the server name by default', async () => {
+    const remote = (prefix: string) => `
+    url: ${httpUrl}
+    headers: { Authorization: "Bearer \${TEST_TOKEN}" }
+    only: [find_credit]${prefix}`;
+    const file = write(`
+mcp_servers:
+  one:${remote('\n    prefix: crm')}
+  two:${remote('\n    prefix: books_')}
+  three:${remote('')}
+`);
+    const config = await loadConfig(file, { env: { ...process.env, TEST_TOKEN: 'secret' } });
+    try {
+      expect([...config.tools.keys()].sort()).toEqual([
+        'books_find_credit',
+        'crm_find_credit',
+        'three_find_credit',
+      ]);
+    } finally {
+      await config.close();
+    }
+  }, 60_000);
+
   it.each([
     [
       'both a command and a url',
