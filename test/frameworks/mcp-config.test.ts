@@ -176,6 +176,11 @@ mcp_servers:
       /cannot connect to the MCP server "remote"/,
     ],
     [
+      'reconcile: server for a server that lists no key lookup',
+      `  remote:\n    url: URL_HERE\n    headers: { Authorization: "Bearer secret" }\n    reconcile: { issue_credit: server }`,
+      /needs the server's oncely_key_status lookup, which it does not list/,
+    ],
+    [
       'a server with no such tool',
       `  billing:${stdioServer}\n    only: [refund]`,
       /has no tool "refund"; it has: .*issue_credit/,

@@ -1,4 +1,4 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -376,5 +376,16 @@ describe('onceOnly in one process (the SDK in-memory transport)', () => {
     await expect(mcpTools(await connect(plain), { reconcile: { refund: 'server' } })).rejects.toThrow(
       /needs the server's oncely_key_status lookup, which it does not list: guard the server with onceOnly/,
     );
+  });
+});
+
+describe('the MCP server example', () => {
+  it('docs/frameworks.md links examples/mcp-server.ts, and it runs as written', () => {
+    expect(readFileSync(join(ROOT, 'docs/frameworks.md'), 'utf8')).toContain('examples/mcp-server.ts');
+    const output = execFileSync(process.execPath, ['--import', 'tsx', 'examples/mcp-server.ts'], {
+      cwd: ROOT,
+      encoding: 'utf8',
+    });
+    expect(output.trim()).toBe('billing_issue_credit completed true completed 1');
   });
 });
