@@ -379,6 +379,67 @@ describe('onceOnly in one process (the SDK in-memory transport)', () => {
   });
 });
 
+describe("reconcile: 'server', what it makes of each answer of the lookup", () => {
+  it('completed → the stored result; failed and a recent never-seen → failed; threw, started or an old never-seen → unknown', async () => {
+    const file = tempSqlitePath('mcp-server-reconcile');
+    const store = await openKeyStore(`sqlite:${file.path}`);
+    const server = onceOnly(new McpServer({ name: 'r', version: '1.0.0' }), { store });
+    server.registerTool(
+      'refund',
+      { description: 'refund', inputSchema: { id: z.string(), outcome: z.string().optional() } },
+      ({ id, outcome }) => {
+        if (outcome === 'throw') throw new Error('gateway reset');
+        if (outcome === 'decline')
+          return { isError: true, content: [], _meta: { 'oncely/notApplied': true } };
+        return { content: [{ type: 'text', text: 'ok' }], structuredContent: { refund: `re_${id}` } };
+      },
+    );
+    const [clientSide, serverSide] = InMemoryTransport.createLinkedPair();
+    await server.connect(serverSide);
+    const client = new Client({ name: 'r', version: '1.0.0' });
+    await client.connect(clientSide);
+    try {
+      const [refund] = await mcpTools(client, { reconcile: { refund: 'server' } });
+      const send = (key: string, args: Record<string, unknown>) =>
+        client.callTool({ name: 'refund', arguments: args, _meta: { 'oncely/idempotencyKey': key } });
+      await send('run_r:done', { id: '1' });
+      await send('run_r:threw', { id: '2', outcome: 'throw' });
+      await send('run_r:declined', { id: '3', outcome: 'decline' });
+      await store.begin({ key: 'run_r:stuck', fingerprint: 'f', subject: 'refund' });
+      const ask = (key: string, startedAgoMs = 1_000) =>
+        refund!.reconcile!(
+          {
+            idempotencyKey: key,
+            attemptStartedAt: new Date(Date.now() - startedAgoMs).toISOString(),
+          } as never,
+          { signal: new AbortController().signal } as never,
+        );
+      expect(await ask('run_r:done')).toEqual({ status: 'completed', value: { refund: 're_1' } });
+      expect(await ask('run_r:declined')).toMatchObject({ status: 'failed' });
+      expect(await ask('run_r:never')).toMatchObject({
+        status: 'failed',
+        reason: 'the server never saw the key',
+      });
+      expect(await ask('run_r:never', 8 * 24 * 3_600_000)).toMatchObject({
+        status: 'unknown',
+        reason: expect.stringMatching(/may have forgotten it/) as unknown,
+      });
+      expect(await ask('run_r:threw')).toMatchObject({
+        status: 'unknown',
+        reason: expect.stringMatching(/failed mid-way: gateway reset/) as unknown,
+      });
+      expect(await ask('run_r:stuck')).toMatchObject({
+        status: 'unknown',
+        reason: expect.stringMatching(/has not finished/) as unknown,
+      });
+    } finally {
+      await client.close();
+      await store.close();
+      file.cleanup();
+    }
+  });
+});
+
 describe('the MCP server example', () => {
   it('docs/frameworks.md links examples/mcp-server.ts, and it runs as written', () => {
     expect(readFileSync(join(ROOT, 'docs/frameworks.md'), 'utf8')).toContain('examples/mcp-server.ts');
