@@ -120,6 +120,7 @@ export class DurableAgentRun extends LoopRun {
     const standing = await this.#standing(request);
     if (standing !== undefined) {
       yield { type: 'response_started' };
+      yield* textDeltas(standing);
       yield doneEvent(standing);
       return;
     }
@@ -203,6 +204,23 @@ function toModelResponse(recorded: RecordedAgentResponse): ModelResponse {
     ...(recorded.responseId === undefined ? {} : { responseId: recorded.responseId }),
     ...(recorded.providerData === undefined ? {} : { providerData: recorded.providerData }),
   };
+}
+
+/**
+ * The text of a recorded response as the deltas a live stream sends (one per text part of each
+ * message), so a replayed step streams its text to the application (`toTextStream()`) as the first
+ * run did, not only its final output.
+ */
+function textDeltas(recorded: RecordedAgentResponse): StreamEvent[] {
+  return (recorded.output as unknown as AnyItem[]).flatMap((item) => {
+    if (item.type !== 'message' || !Array.isArray(item.content)) return [];
+    const itemId = typeof item.id === 'string' ? { itemId: item.id } : {};
+    return (item.content as AnyItem[]).flatMap((part) =>
+      part.type === 'output_text' && typeof part.text === 'string' && part.text !== ''
+        ? [{ type: 'output_text_delta' as const, delta: part.text, ...itemId }]
+        : [],
+    );
+  });
 }
 
 function doneEvent(recorded: RecordedAgentResponse): StreamEvent {
