@@ -61,6 +61,14 @@ class Crm {
 
 export const billing = new Billing();
 export const crm = new Crm();
+/** A bank that knows nothing of keys: what a guarded MCP server's handler calls. */
+export const bank = {
+  credits: [] as { accountId: string; amountCents: number }[],
+  credit(accountId: string, amountCents: number): Promise<string> {
+    this.credits.push({ accountId, amountCents });
+    return Promise.resolve(`cr_${this.credits.length}`);
+  },
+};
 
 export const issueCredit = defineTool({
   name: 'issue_credit',
