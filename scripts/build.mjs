@@ -12,12 +12,15 @@ const tsc = require.resolve('typescript/bin/tsc');
 rmSync(join(root, 'dist'), { recursive: true, force: true });
 execFileSync(process.execPath, [tsc, '-p', join(root, 'tsconfig.build.json')], { stdio: 'inherit' });
 
-for (const dialect of ['sqlite', 'postgres']) {
-  const from = join(root, 'src', 'store', dialect, 'migrations');
-  if (!existsSync(from)) continue;
-  const to = join(root, 'dist', 'store', dialect, 'migrations');
-  for (const file of readdirSync(from).filter((f) => f.endsWith('.sql'))) {
-    cpSync(join(from, file), join(to, file));
+// The store's migrations, and the receiver's key store's own.
+for (const area of ['store', 'receiver']) {
+  for (const dialect of ['sqlite', 'postgres']) {
+    const from = join(root, 'src', area, dialect, 'migrations');
+    if (!existsSync(from)) continue;
+    const to = join(root, 'dist', area, dialect, 'migrations');
+    for (const file of readdirSync(from).filter((f) => f.endsWith('.sql'))) {
+      cpSync(join(from, file), join(to, file));
+    }
   }
 }
 // The operator console: its TypeScript compiled for browsers, its page and stylesheet beside it, and

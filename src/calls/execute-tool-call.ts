@@ -43,6 +43,8 @@ export interface CallOptions {
    * effect or may have: default the tool's own `onRepeat`, else `ask`.
    */
   readonly onRepeat?: RepeatPolicy;
+  /** The parent of the call's span (a run's drive, a durable loop's run); the active context when not given. */
+  readonly traceContext?: Context;
 }
 
 /** How a caller reserves: the ledger's own `reserve`, or one fenced by a run's lease. */
@@ -265,8 +267,6 @@ async function recordExecuted(
 
 export interface ProceedOptions extends CallOptions {
   readonly reserve: Reserve;
-  /** The parent of the call's span (a run's drive); the active context when not given. */
-  readonly traceContext?: Context;
   /** The run loop tells the model what an operator decided; a guarded call runs a failed key again. */
   readonly caller: 'run' | 'guarded';
 }

@@ -90,13 +90,15 @@ const mcpServerSchema = z
     cwd: z.string().min(1).optional(),
     url: z.url({ protocol: /^https?$/ }).optional(),
     headers: z.record(z.string(), z.string()).optional(),
-    /** Prepended to each tool's name; default `<server>_`. */
+    /** Joined to each tool's name with `_` (`crm` → `crm_find`); default the server's name; "" for none. */
     prefix: z
       .string()
       .regex(/^[A-Za-z0-9_-]{0,32}$/, 'use up to 32 characters of A-Z a-z 0-9 _ -')
       .optional(),
     only: z.array(z.string().min(1)).optional(),
     effects: z.record(z.string(), mcpEffectSchema).optional(),
+    /** `server`: settle a tool's unknown calls through the server's key lookup (a server guarded by onceOnly). */
+    reconcile: z.record(z.string(), z.literal('server')).optional(),
     /** A tool's repeat policy, by its name on the server: `ask`, `refuse` or `allow`. */
     on_repeat: z.record(z.string(), z.enum(REPEAT_POLICIES)).optional(),
     /** What makes two calls of a tool the same effect: these arguments, by its name on the server. */
@@ -118,7 +120,7 @@ export const configDocumentSchema = z.strictObject({
   storage: z.strictObject({ database_url: z.string().min(1).optional() }).optional(),
   /** A module, relative to the file, whose exported tools are registered by name. */
   tools: z.string().min(1).optional(),
-  /** MCP servers whose tools join the tools module's, as `<prefix><tool>`. */
+  /** MCP servers whose tools join the tools module's, as `<prefix>_<tool>`. */
   mcp_servers: z.record(z.string().regex(/^[A-Za-z0-9_-]{1,32}$/), mcpServerSchema).optional(),
   /** Calls of a tool running at once across every process sharing the store, by tool name. */
   tool_concurrency: z.record(z.string(), z.number().int().min(1).max(10_000)).optional(),

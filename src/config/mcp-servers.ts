@@ -71,8 +71,9 @@ export async function connectMcpServers(
       let listed: Tool[];
       try {
         listed = await mcpTools(client, {
-          prefix: server.prefix ?? `${name}_`,
+          prefix: server.prefix ?? name,
           ...(server.only === undefined ? {} : { only: server.only }),
+          ...(server.reconcile === undefined ? {} : { reconcile: server.reconcile }),
           ...(server.effects === undefined ? {} : { effects: effectsOf(server.effects) }),
           ...(server.on_repeat === undefined ? {} : { onRepeat: server.on_repeat }),
           ...(server.repeat_key === undefined ? {} : { repeatKey: repeatKeysOf(server.repeat_key) }),

@@ -11,6 +11,19 @@ import type { HeardResult } from '../run-state/index.js';
 import { heardOfRepeatRefusal, heardRejected } from '../runs/heard.js';
 import type { LoopStep } from '../store/index.js';
 import type { Tool } from '../tools/index.js';
+import {
+  SpanKind,
+  activeSpanLinks,
+  activeTraceId,
+  contextOf,
+  definedAttributes,
+  inSpan,
+  runTraceContext,
+  startSpan,
+  type Attributes,
+  type Context,
+  type Span,
+} from '../tracing/index.js';
 
 /*
  * What a durable run of an application's own agent loop is, whichever framework drives it (the AI
@@ -39,10 +52,35 @@ export interface LoopRunOptions {
   readonly conversationId?: string;
 }
 
+/** What a model call of the loop is, for its span (OpenTelemetry's GenAI conventions, as oncely's runs name it). */
+export interface ModelCallFacts {
+  /** The model asked for, when known: the span is `chat <model>`, else `chat`. */
+  readonly model: string | undefined;
+  readonly provider: string | undefined;
+  /** The step this call answers, from 0 (`loop.steps()`'s numbering), when known before it is made. */
+  readonly step?: number;
+}
+
+/** What a model call answered (or what was replayed for it), for its span. */
+export interface ModelCallAnswer {
+  readonly model?: string | undefined;
+  readonly inputTokens?: number | undefined;
+  readonly outputTokens?: number | undefined;
+  readonly finishReason?: string | undefined;
+  /** The calls the application will run. */
+  readonly toolCalls: number;
+  /** The response was the one recorded for this step: the model was not asked. */
+  readonly replayed: boolean;
+  /** The step it answers, from 0, when it was not known before the call. */
+  readonly step?: number;
+}
+
 /** What became of a call of the loop: its outcome, or what the model is told of a call refused before it was reserved. */
 export type LoopCall = { readonly outcome: ToolCallOutcome } | { readonly told: HeardResult };
 
 export abstract class LoopRun {
+  /** Which framework drives the loop (the run span's `oncely.loop`). */
+  protected abstract readonly framework: 'ai-sdk' | 'openai-agents';
   readonly ledger: Ledger;
   readonly tenantId: string;
   readonly runId: string;
@@ -53,6 +91,8 @@ export abstract class LoopRun {
   /** By repeat digest: the last call of this process with it, settled (see `#inTurn`). */
   readonly #turns = new Map<string, Promise<void>>();
   #stop: OncelyError | undefined;
+  /** The span of `run()` while it runs: the parent of the loop's model and tool spans. */
+  #runSpan: { readonly context: Context; readonly traceId: string } | undefined;
 
   constructor(options: LoopRunOptions) {
     if (!/^[^:\s]{1,200}$/.test(options.runId)) {
@@ -92,8 +132,51 @@ export abstract class LoopRun {
     return this.ledger.store.loopSteps.list(this.tenantId, this.runId);
   }
 
-  /** Runs the application's loop and throws why it stopped, even when the framework ended it itself. */
+  /**
+   * Runs the application's loop and throws why it stopped, even when the framework ended it itself.
+   * It is a span, `oncely.run.drive`, in the run's own trace (`runTraceId(tenantId, runId)`): every
+   * run of the loop under this `runId`, in whatever process, after whatever restart, lands in the
+   * same trace, linked to the span that was active when it was called (a request's). The loop's model
+   * calls (`chat <model>`) and tool calls (`execute_tool <tool>`) are spans under it.
+   */
   async run<T>(loop: () => Promise<T>): Promise<T> {
+    const parent = runTraceContext(this.tenantId, this.runId);
+    const ended = await inSpan(
+      'oncely.run.drive',
+      {
+        parent,
+        links: activeSpanLinks(),
+        attributes: () => ({
+          'oncely.run.id': this.runId,
+          'oncely.tenant.id': this.tenantId,
+          'oncely.loop': this.framework,
+          ...(this.conversationId === undefined ? {} : { 'oncely.conversation.id': this.conversationId }),
+        }),
+      },
+      async (span) => {
+        const outer = this.#runSpan;
+        this.#runSpan = { context: contextOf(span, parent), traceId: span.spanContext().traceId };
+        try {
+          const value = await this.#runLoop(loop);
+          if (span.isRecording()) span.setAttribute('oncely.drive.end', 'ended');
+          return { stopped: false as const, value };
+        } catch (error) {
+          // A stop is the loop waiting (a call to settle, an approval), as a run waits: not a span error.
+          if (error !== this.#stop || this.#stop === undefined) throw error;
+          if (span.isRecording()) {
+            span.setAttributes({ 'oncely.drive.end': 'stopped', 'oncely.reason': this.#stop.code });
+          }
+          return { stopped: true as const, stop: this.#stop };
+        } finally {
+          this.#runSpan = outer;
+        }
+      },
+    );
+    if (ended.stopped) throw ended.stop;
+    return ended.value;
+  }
+
+  async #runLoop<T>(loop: () => Promise<T>): Promise<T> {
     let value: T;
     try {
       value = await loop();
@@ -102,6 +185,45 @@ export abstract class LoopRun {
     }
     if (this.#stop !== undefined) throw this.#stop;
     return value;
+  }
+
+  /**
+   * The parent of a model or tool span of the loop: the active context when it is inside the run's
+   * trace (under `run()`'s span, or under a span the framework made there), else `run()`'s span
+   * (a process without a context manager), else the active context (a loop not run through `run()`).
+   */
+  protected spanParent(): Context | undefined {
+    const run = this.#runSpan;
+    if (run === undefined || activeTraceId() === run.traceId) return undefined;
+    return run.context;
+  }
+
+  /** Runs a model call of the loop in its span (`chat <model>`, a client span under `run()`'s). */
+  protected inModelSpan<T>(facts: ModelCallFacts, call: (span: Span) => Promise<T>): Promise<T> {
+    const parent = this.spanParent();
+    return inSpan(modelSpanName(facts), this.#modelSpanOptions(facts, parent), call);
+  }
+
+  /** Starts a model call's span the caller ends (a streamed call's, ended with its stream). */
+  protected startModelSpan(facts: ModelCallFacts): Span {
+    return startSpan(modelSpanName(facts), this.#modelSpanOptions(facts, this.spanParent()));
+  }
+
+  #modelSpanOptions(facts: ModelCallFacts, parent: Context | undefined) {
+    return {
+      kind: SpanKind.CLIENT,
+      ...(parent === undefined ? {} : { parent }),
+      attributes: (): Attributes => ({
+        'gen_ai.operation.name': 'chat',
+        ...definedAttributes({
+          'gen_ai.provider.name': facts.provider,
+          'gen_ai.request.model': facts.model,
+        }),
+        'oncely.run.id': this.runId,
+        'oncely.tenant.id': this.tenantId,
+        ...(facts.step === undefined ? {} : { 'oncely.run.step': runStep(facts.step) }),
+      }),
+    };
   }
 
   /** Refuses a model call once the run stopped. */
@@ -139,9 +261,11 @@ export abstract class LoopRun {
     };
     return this.#inTurn(call, async () => {
       try {
+        const traceContext = this.spanParent();
         const options = {
           ...(signal === undefined ? {} : { signal }),
           ...(this.onRepeat === undefined ? {} : { onRepeat: this.onRepeat }),
+          ...(traceContext === undefined ? {} : { traceContext }),
         };
         const [outcome] = await executeToolCalls(this.ledger, [call], options);
         if (outcome === undefined) throw new Error('executeToolCalls returned no outcome for one call');
@@ -250,4 +374,29 @@ export abstract class LoopRun {
       { details: { idempotencyKey: key, tool: tool.name, runId: this.runId, retryAt, retryAfterMs } },
     );
   }
+}
+
+/** A loop step (from 0) as oncely's runs number their model calls: 1 for the first. */
+function runStep(step: number): number {
+  return step + 1;
+}
+
+function modelSpanName(facts: ModelCallFacts): string {
+  return facts.model === undefined ? 'chat' : `chat ${facts.model}`;
+}
+
+/** A model call's answer as its span's attributes (set once the span records). */
+export function answerAttributes(span: Span, answer: ModelCallAnswer): void {
+  if (!span.isRecording()) return;
+  span.setAttributes({
+    ...definedAttributes({
+      'gen_ai.response.model': answer.model,
+      'gen_ai.usage.input_tokens': answer.inputTokens,
+      'gen_ai.usage.output_tokens': answer.outputTokens,
+    }),
+    ...(answer.finishReason === undefined ? {} : { 'gen_ai.response.finish_reasons': [answer.finishReason] }),
+    'oncely.model.tool_calls': answer.toolCalls,
+    'oncely.model.replayed': answer.replayed,
+    ...(answer.step === undefined ? {} : { 'oncely.run.step': runStep(answer.step) }),
+  });
 }

@@ -8,6 +8,7 @@ import {
   trace,
   type Attributes,
   type Context,
+  type Link,
   type Span,
   type Tracer,
 } from '@opentelemetry/api';
@@ -58,6 +59,8 @@ export interface SpanOptions {
   readonly attributes?: () => Attributes;
   /** The parent context; the active one when not given. */
   readonly parent?: Context;
+  /** Spans this one is related to without being their child (the caller's, for a run's span). */
+  readonly links?: Link[];
 }
 
 /**
@@ -71,20 +74,85 @@ export async function inSpan<T>(
   work: (span: Span) => Promise<T>,
 ): Promise<T> {
   const parent = options.parent ?? otelContext.active();
-  const span = tracer().startSpan(name, { kind: options.kind ?? SpanKind.INTERNAL }, parent);
-  if (options.attributes !== undefined && span.isRecording()) span.setAttributes(options.attributes());
+  const span = startSpan(name, { ...options, parent });
   try {
     return await otelContext.with(trace.setSpan(parent, span), () => work(span));
   } catch (error) {
-    span.recordException(error instanceof Error ? error : String(error));
-    span.setStatus({
-      code: SpanStatusCode.ERROR,
-      message: error instanceof Error ? error.message : String(error),
-    });
+    failSpan(span, error);
     throw error;
   } finally {
     span.end();
   }
+}
+
+/**
+ * Starts a span the caller ends (one that outlives a function call: a model's stream, ended when
+ * the stream is read to its end, fails or is cancelled).
+ */
+export function startSpan(name: string, options: SpanOptions): Span {
+  const span = tracer().startSpan(
+    name,
+    {
+      kind: options.kind ?? SpanKind.INTERNAL,
+      ...(options.links === undefined ? {} : { links: options.links }),
+    },
+    options.parent ?? otelContext.active(),
+  );
+  if (options.attributes !== undefined && span.isRecording()) span.setAttributes(options.attributes());
+  return span;
+}
+
+/** Records an error on a span and sets its status to ERROR (the caller still ends it). */
+export function failSpan(span: Span, error: unknown): void {
+  span.recordException(error instanceof Error ? error : String(error));
+  span.setStatus({
+    code: SpanStatusCode.ERROR,
+    message: error instanceof Error ? error.message : String(error),
+  });
+}
+
+/** The span context of the span active in `context`, when it is a valid one (a caller's span to link to). */
+export function activeSpanLinks(context: Context = otelContext.active()): Link[] {
+  const active = trace.getSpanContext(context);
+  return active !== undefined && trace.isSpanContextValid(active) ? [{ context: active }] : [];
+}
+
+/** The trace id of the span active in `context`, if any. */
+export function activeTraceId(context: Context = otelContext.active()): string | undefined {
+  return trace.getSpanContext(context)?.traceId;
+}
+
+/**
+ * The stream, ending the span when it is read to its end, fails (the span records the error) or is
+ * cancelled: a streamed model call's span lasts as long as its stream.
+ */
+export function streamInSpan<T>(stream: ReadableStream<T>, span: Span): ReadableStream<T> {
+  const reader = stream.getReader();
+  let open = true;
+  const end = (error?: unknown): void => {
+    if (!open) return;
+    open = false;
+    if (error !== undefined) failSpan(span, error);
+    span.end();
+  };
+  return new ReadableStream<T>({
+    async pull(controller) {
+      try {
+        const { done, value } = await reader.read();
+        if (done) {
+          end();
+          controller.close();
+        } else controller.enqueue(value);
+      } catch (error) {
+        end(error);
+        controller.error(error);
+      }
+    },
+    async cancel(reason) {
+      end();
+      await reader.cancel(reason);
+    },
+  });
 }
 
 /** The context of a span, for spans started below it without a context manager. */

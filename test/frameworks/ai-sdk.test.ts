@@ -6,7 +6,7 @@ import type {
 } from '@ai-sdk/provider';
 import { generateText, stepCountIs, streamText } from 'ai';
 import { MockLanguageModelV3, convertArrayToReadableStream } from 'ai/test';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { z } from 'zod';
 import { heldCredit } from './fixtures/held-credit.js';
 import {
@@ -216,6 +216,59 @@ describe.each(STORE_KINDS)('oncely/ai-sdk durable loop on %s', (kind) => {
       generateText({ model: once.model(single.model), tools: once.tools([slow]), prompt: 'Refund' }),
     ).rejects.toMatchObject({ code: 'RUN_CALL_UNKNOWN' });
     expect(single.asked()).toBe(1);
+  });
+
+  it('streamText: an expected stop is logged by the AI SDK unless onError leaves it out (the one-liner of docs/frameworks.md)', async () => {
+    const billing = new Billing();
+    const slow = creditTool(billing, () => new Promise((resolve) => setTimeout(resolve, 400)));
+    const model = new MockLanguageModelV3({
+      doStream: () =>
+        Promise.resolve({
+          stream: convertArrayToReadableStream<LanguageModelV3StreamPart>([
+            { type: 'stream-start', warnings: [] },
+            {
+              type: 'tool-call',
+              toolCallId: 'c',
+              toolName: 'issue_credit',
+              input: '{"accountId":"a","amountCents":1}',
+            },
+            { type: 'finish', usage: USAGE, finishReason: { unified: 'tool-calls', raw: 'tool_calls' } },
+          ]),
+        }),
+    });
+    const logged = vi.spyOn(console, 'error').mockImplementation(() => undefined);
+    try {
+      for (const quiet of [false, true]) {
+        logged.mockClear();
+        const loop = durableLoop({ ledger, tenantId: 'acme', runId: `refund-stream-${String(quiet)}` });
+        const stopped = await loop
+          .run(async () => {
+            const result = streamText({
+              model: loop.model(model),
+              tools: loop.tools([slow]),
+              stopWhen: stepCountIs(5),
+              prompt: 'Refund',
+              ...(quiet
+                ? {
+                    onError: ({ error }: { error: unknown }) => {
+                      if (error !== loop.stopped) console.error(error);
+                    },
+                  }
+                : {}),
+            });
+            for await (const text of result.textStream) expect(text).toBe('never');
+            return result.text;
+          })
+          .catch((error: unknown) => error);
+        expect(isOncelyError(stopped, 'RUN_CALL_UNKNOWN')).toBe(true);
+        // The model was asked once; the second step's model call was refused with the stop.
+        expect(logged.mock.calls.map(([e]) => (e as { code?: string }).code)).toEqual(
+          quiet ? [] : ['RUN_CALL_UNKNOWN'],
+        );
+      }
+    } finally {
+      logged.mockRestore();
+    }
   });
 
   it('tells the model in plain words when a call did not take effect, the same words on a replay', async () => {

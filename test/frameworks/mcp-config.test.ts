@@ -131,6 +131,29 @@ agents:
     }
   }, 60_000);
 
+  it('joins a prefix to the tool names with _ as documented: crm and crm_ alike, the server name by default', async () => {
+    const remote = (prefix: string) => `
+    url: ${httpUrl}
+    headers: { Authorization: "Bearer \${TEST_TOKEN}" }
+    only: [find_credit]${prefix}`;
+    const file = write(`
+mcp_servers:
+  one:${remote('\n    prefix: crm')}
+  two:${remote('\n    prefix: books_')}
+  three:${remote('')}
+`);
+    const config = await loadConfig(file, { env: { ...process.env, TEST_TOKEN: 'secret' } });
+    try {
+      expect([...config.tools.keys()].sort()).toEqual([
+        'books_find_credit',
+        'crm_find_credit',
+        'three_find_credit',
+      ]);
+    } finally {
+      await config.close();
+    }
+  }, 60_000);
+
   it.each([
     [
       'both a command and a url',
@@ -151,6 +174,11 @@ agents:
       'an HTTP server that refuses the request (a wrong token)',
       `  remote:\n    url: URL_HERE\n    headers: { Authorization: "Bearer wrong" }`,
       /cannot connect to the MCP server "remote"/,
+    ],
+    [
+      'reconcile: server for a server that lists no key lookup',
+      `  remote:\n    url: URL_HERE\n    headers: { Authorization: "Bearer secret" }\n    reconcile: { issue_credit: server }`,
+      /needs the server's oncely_key_status lookup, which it does not list/,
     ],
     [
       'a server with no such tool',

@@ -275,6 +275,45 @@ describe.each(STORE_KINDS)('oncely/openai-agents on %s', (kind) => {
     expect(billing.credits).toHaveLength(1);
   });
 
+  it('a replayed streamed response streams its text, as the live one did', async () => {
+    const billing = new Billing();
+    const tool = creditTool(billing);
+    let streamed = 0;
+    const model: Model = {
+      getResponse: () => Promise.reject(new Error('streamed only')),
+      async *getStreamedResponse() {
+        streamed += 1;
+        await Promise.resolve();
+        yield { type: 'response_started' };
+        const first = streamed === 1;
+        if (!first) for (const delta of ['Refunded ', '$25.']) yield { type: 'output_text_delta', delta };
+        yield {
+          type: 'response_done',
+          response: {
+            id: `resp_${streamed}`,
+            usage: { requests: 1, inputTokens: 5, outputTokens: 1, totalTokens: 6 },
+            output: first ? [creditCall('p1', 2500)] : [say('Refunded $25.')],
+          },
+        } as StreamEvent;
+      },
+    };
+    const drive = async () => {
+      const run = durableAgentRun({ ledger, tenantId: 'acme', runId: 'agents-text' });
+      return run.run(async () => {
+        const streamedRun = await runner.run(agentOf(run, model, tool), 'Refund', { stream: true });
+        const chunks: string[] = [];
+        for await (const chunk of streamedRun.toTextStream()) chunks.push(chunk);
+        await streamedRun.completed;
+        return { chunks, output: streamedRun.finalOutput };
+      });
+    };
+    expect(await drive()).toEqual({ chunks: ['Refunded ', '$25.'], output: 'Refunded $25.' });
+    // A restart: both steps replayed, the model not asked; the text streams again, whole.
+    expect(await drive()).toEqual({ chunks: ['Refunded $25.'], output: 'Refunded $25.' });
+    expect(streamed).toBe(2);
+    expect(billing.credits).toHaveLength(1);
+  });
+
   it('a repeat of a credit: asked about by default (the run stops), refused under refuse (its output says so)', async () => {
     const billing = new Billing();
     const script = (): Output[] => [[creditCall('c1', 100)], [creditCall('c2', 100)], [say('Done.')]];

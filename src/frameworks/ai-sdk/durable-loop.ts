@@ -23,7 +23,14 @@ import {
 import { modelProblem } from '../../models/model-version.js';
 import type { OncelyLanguageModel } from '../../models/ai-runtime.js';
 import type { LoopStep } from '../../store/index.js';
-import { LoopRun, type LoopRunOptions } from '../loop-run.js';
+import {
+  LoopRun,
+  answerAttributes,
+  type LoopRunOptions,
+  type ModelCallAnswer,
+  type ModelCallFacts,
+} from '../loop-run.js';
+import { failSpan, streamInSpan, type Span } from '../../tracing/index.js';
 import { correctionOwed } from '../../runs/corrections.js';
 import { aiSdkTool, heardOfRecordedCall } from './guarded-tool.js';
 
@@ -54,6 +61,7 @@ export type LoopStop = OncelyError;
  * );
  */
 export class DurableLoop extends LoopRun {
+  protected readonly framework = 'ai-sdk';
   /** What a tool's outcome tells the model, by tool call id, when it is not the tool's own result. */
   readonly #heard = new Map<string, { type: 'json' | 'error-json'; value: JsonValue }>();
 
@@ -95,20 +103,40 @@ export class DurableLoop extends LoopRun {
   #middleware(): LanguageModelV3Middleware {
     return {
       specificationVersion: 'v3',
-      wrapGenerate: async ({ doGenerate, params, model }) => {
-        const standing = await this.#standing(params);
-        if (standing !== undefined) return toGenerateResult(standing);
-        const corrected = await this.#corrected(params);
-        const result = corrected === undefined ? await doGenerate() : await model.doGenerate(corrected);
-        const recorded = toRecorded({ ...result, content: mintedContent(result.content) });
-        return toGenerateResult(await this.#record(params, recorded, model.modelId));
+      wrapGenerate: ({ doGenerate, params, model }) => {
+        this.assertGoing(); // a call refused once the loop stopped asks nothing: no span
+        return this.inModelSpan(factsOf(model, params), async (span) => {
+          const standing = await this.#standing(params);
+          if (standing !== undefined) {
+            answerAttributes(span, answerOf(standing, true));
+            return toGenerateResult(standing);
+          }
+          const corrected = await this.#corrected(params);
+          const result = corrected === undefined ? await doGenerate() : await model.doGenerate(corrected);
+          const recorded = toRecorded({ ...result, content: mintedContent(result.content) });
+          const stands = await this.#record(params, recorded, model.modelId);
+          answerAttributes(span, answerOf(stands, false));
+          return toGenerateResult(stands);
+        });
       },
       wrapStream: async ({ doStream, params, model }) => {
-        const standing = await this.#standing(params);
-        if (standing !== undefined) return { stream: streamOf(toStreamParts(standing)) };
-        const corrected = await this.#corrected(params);
-        const result = corrected === undefined ? await doStream() : await model.doStream(corrected);
-        return { ...result, stream: this.#recordStream(result, params, model.modelId) };
+        this.assertGoing();
+        const span = this.startModelSpan(factsOf(model, params));
+        try {
+          const standing = await this.#standing(params);
+          if (standing !== undefined) {
+            answerAttributes(span, answerOf(standing, true));
+            return { stream: streamInSpan(streamOf(toStreamParts(standing)), span) };
+          }
+          const corrected = await this.#corrected(params);
+          const result = corrected === undefined ? await doStream() : await model.doStream(corrected);
+          const stream = this.#recordStream(result, params, model.modelId, span);
+          return { ...result, stream: streamInSpan(stream, span) };
+        } catch (error) {
+          failSpan(span, error);
+          span.end();
+          throw error;
+        }
       },
     };
   }
@@ -174,6 +202,7 @@ export class DurableLoop extends LoopRun {
     result: LanguageModelV3StreamResult,
     params: LanguageModelV3CallOptions,
     modelId: string,
+    span: Span,
   ): ReadableStream<LanguageModelV3StreamPart> {
     const minter = new IdMinter();
     const byProvider = new Set<string>();
@@ -198,6 +227,7 @@ export class DurableLoop extends LoopRun {
               }),
               modelId,
             );
+            answerAttributes(span, answerOf(recorded, false));
             // What stands is sent: this stream's calls, or another process's if it recorded the step first.
             for (const p of recorded.content) {
               if (p.type === 'tool-call' || p.type === 'tool-approval-request') controller.enqueue(p);
@@ -241,4 +271,30 @@ function streamOf(parts: readonly LanguageModelV3StreamPart[]): ReadableStream<L
       controller.close();
     },
   });
+}
+
+function factsOf(
+  model: { modelId: string; provider: string },
+  params: LanguageModelV3CallOptions,
+): ModelCallFacts {
+  return { model: model.modelId, provider: model.provider, step: stepOf(params.prompt) };
+}
+
+/** What a recorded response says of the model call, for its span (usage of specifications v3 and v4). */
+function answerOf(recorded: RecordedResponse, replayed: boolean): ModelCallAnswer {
+  const tokens = (count: unknown): number | undefined => {
+    const total = typeof count === 'object' && count !== null ? (count as { total?: unknown }).total : count;
+    return typeof total === 'number' ? total : undefined;
+  };
+  const finish = recorded.finishReason as unknown;
+  const finishReason =
+    typeof finish === 'string' ? finish : (finish as { unified?: string } | undefined)?.unified;
+  return {
+    model: recorded.response?.modelId,
+    inputTokens: tokens(recorded.usage.inputTokens),
+    outputTokens: tokens(recorded.usage.outputTokens),
+    finishReason,
+    toolCalls: recorded.content.filter((p) => p.type === 'tool-call' && p.providerExecuted !== true).length,
+    replayed,
+  };
 }

@@ -1,6 +1,7 @@
 import { z } from 'zod/v4';
 import { OncelyError, ToolNotAttemptedError } from '../../errors/index.js';
 import { toolInputOf, type ToolContext, type ToolInput } from '../../tools/index.js';
+import { MCP_KEY_ARGUMENT, MCP_KEY_META, MCP_NOT_APPLIED_META } from './meta.js';
 
 /*
  * One `tools/call` of an MCP tool, and what its answer or error means for the ledger. Only what
@@ -13,13 +14,6 @@ import { toolInputOf, type ToolContext, type ToolInput } from '../../tools/index
  * with `request` and a schema that takes any result, and the output schema is checked here: a result
  * that breaks it took effect all the same, and is recorded as the server sent it, with a note.
  */
-
-/** An error result whose `_meta` carries this as true says nothing was applied: the call is `failed`, not unknown. */
-export const MCP_NOT_APPLIED_META = 'oncely/notApplied';
-/** Where the key travels in a `tools/call` request's `_meta`. */
-export const MCP_KEY_META = 'oncely/idempotencyKey';
-/** A server that wants the key as an argument declares this property; oncely fills it, the model never sees it. */
-export const MCP_KEY_ARGUMENT = 'idempotency_key';
 
 /** What the model is told about a result that breaks the output schema its server lists. */
 export const MCP_OUTPUT_MISMATCH_NOTE =
@@ -140,7 +134,7 @@ export async function callMcpTool(
  * has none); when the tool lists an output schema the result breaks, what the server sent with the
  * problems and a note, for the tool ran all the same.
  */
-function valueOf(result: McpCallResult, output: OutputCheck | undefined): unknown {
+export function valueOf(result: McpCallResult, output: OutputCheck | undefined): unknown {
   const structured = result.structuredContent ?? undefined;
   const content = result.content ?? [];
   if (output === undefined) return structured ?? { content };
@@ -158,7 +152,7 @@ function codeOf(error: unknown): unknown {
   return (error as { code?: unknown } | null)?.code;
 }
 
-function textOf(result: McpCallResult): string {
+export function textOf(result: McpCallResult): string {
   return (result.content ?? [])
     .flatMap((c) => (isObject(c) && c.type === 'text' && typeof c.text === 'string' ? [c.text] : []))
     .join('\n');

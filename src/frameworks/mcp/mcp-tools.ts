@@ -10,7 +10,11 @@ import {
   type ReconcileHook,
   type Tool,
 } from '../../tools/index.js';
-import { MCP_KEY_ARGUMENT, callMcpTool, outputCheckOf, type McpRequester } from './mcp-call.js';
+import { realClock } from '../../util/clock.js';
+import { callMcpTool, outputCheckOf, type McpRequester } from './mcp-call.js';
+import { MCP_KEY_ARGUMENT, MCP_KEY_STATUS_TOOL } from './meta.js';
+import { serverReconcile } from './server-reconcile.js';
+import { mcpToolNames } from './tool-names.js';
 
 /*
  * An MCP client's tools as oncely tools: each call reserved in the ledger before it is sent, keyed
@@ -44,14 +48,22 @@ export interface McpClientLike extends McpRequester {
 }
 
 export interface McpToolsOptions {
-  /** Prepended to every tool's name (`billing_`), for several servers in one agent. */
+  /**
+   * Joined to every tool's name with `_` (`billing` → `billing_issue_credit`; `billing_` too), for
+   * several servers in one agent. A-Z a-z 0-9 _ - only. Other characters of a server's tool names
+   * become `_`; a name over 64 characters, or two tools that would share a name, are refused.
+   */
   readonly prefix?: string;
   /** Only these tools (by their server names); default all. */
   readonly only?: readonly string[];
   /** An effect that says more than the annotations do (an approval, read retries), by server name. */
   readonly effects?: Readonly<Record<string, Effect>>;
-  /** Reconcile hooks by server name: how to find out what became of a call nobody knows the outcome of. */
-  readonly reconcile?: Readonly<Record<string, ReconcileHook>>;
+  /**
+   * Reconcile hooks by server name: how to find out what became of a call nobody knows the outcome
+   * of. `'server'` asks the server's own lookup (`oncely_key_status`, listed by a server guarded
+   * with `onceOnly` from oncely/mcp-server).
+   */
+  readonly reconcile?: Readonly<Record<string, ReconcileHook | 'server'>>;
   /** A tool's own repeat policy (`ask`, `refuse`, `allow`), by server name; not for a read. */
   readonly onRepeat?: Readonly<Record<string, RepeatPolicy>>;
   /**
@@ -92,7 +104,9 @@ export async function mcpTools(client: McpClientLike, options: McpToolsOptions =
     cursor = result.nextCursor;
     if (cursor === undefined || cursor === '') break;
   }
-  const names = new Set(listed.map((t) => t.name));
+  // The server's key lookup is oncely's to call, never the model's.
+  const offered = listed.filter((t) => t.name !== MCP_KEY_STATUS_TOOL);
+  const names = new Set(offered.map((t) => t.name));
   for (const wanted of [
     ...(options.only ?? []),
     ...Object.keys(options.effects ?? {}),
@@ -107,20 +121,34 @@ export async function mcpTools(client: McpClientLike, options: McpToolsOptions =
       );
     }
   }
-  return listed
-    .filter((t) => options.only === undefined || options.only.includes(t.name))
-    .map((t) => mcpTool(client, t, options));
+  const serverReconciled = Object.entries(options.reconcile ?? {}).filter(([, hook]) => hook === 'server');
+  if (serverReconciled.length > 0 && !listed.some((t) => t.name === MCP_KEY_STATUS_TOOL)) {
+    throw new OncelyError(
+      'TOOL_DEFINITION_INVALID',
+      `reconcile "server" for ${serverReconciled.map(([name]) => `"${name}"`).join(', ')} needs the server's ` +
+        `${MCP_KEY_STATUS_TOOL} lookup, which it does not list: guard the server with onceOnly ` +
+        '(oncely/mcp-server), or give a reconcile hook of your own',
+    );
+  }
+  const taken = offered.filter((t) => options.only === undefined || options.only.includes(t.name));
+  const oncelyNames = mcpToolNames(
+    options.prefix ?? '',
+    taken.map((t) => t.name),
+  );
+  return taken.map((t) => mcpTool(client, t, oncelyNames.get(t.name) ?? t.name, options));
 }
 
-function mcpTool(client: McpClientLike, info: McpToolInfo, options: McpToolsOptions): Tool {
+function mcpTool(client: McpClientLike, info: McpToolInfo, name: string, options: McpToolsOptions): Tool {
   const takesKey = isObject(info.inputSchema.properties) && MCP_KEY_ARGUMENT in info.inputSchema.properties;
   const timeoutMs = options.timeoutMs ?? 30_000;
-  const reconcile = options.reconcile?.[info.name];
   const onRepeat = options.onRepeat?.[info.name];
   const repeatKey = options.repeatKey?.[info.name];
   const output = outputCheckOf(info.name, info.outputSchema);
+  const hook = options.reconcile?.[info.name];
+  const reconcile: ReconcileHook | undefined =
+    hook === 'server' ? serverReconcile(client, info.name, output, () => realClock.now()) : hook;
   return defineTool({
-    name: `${options.prefix ?? ''}${info.name}`,
+    name,
     description: info.description ?? info.title ?? info.annotations?.title ?? info.name,
     input: takesKey ? withoutKeyArgument(info.inputSchema) : info.inputSchema,
     effect: options.effects?.[info.name] ?? effectOfAnnotations(info.annotations),

@@ -15,7 +15,14 @@ import { mintToolCallId } from '../../runs/messages.js';
 import type { LoopStep } from '../../store/index.js';
 import { assertTool, type Tool } from '../../tools/index.js';
 import { heardOfRecordedCall } from '../ai-sdk/guarded-tool.js';
-import { LoopRun, type LoopRunOptions } from '../loop-run.js';
+import {
+  LoopRun,
+  answerAttributes,
+  type LoopRunOptions,
+  type ModelCallAnswer,
+  type ModelCallFacts,
+} from '../loop-run.js';
+import { failSpan, type Span } from '../../tracing/index.js';
 import { plainJson } from '../ai-sdk/recorded-response.js';
 
 /*
@@ -38,9 +45,17 @@ interface RecordedAgentResponse {
   readonly providerData?: Record<string, unknown>;
 }
 
+/** The response that stands for a step: recorded now, or earlier (replayed). */
+interface Standing {
+  readonly recorded: RecordedAgentResponse;
+  readonly step: number;
+}
+
 type AnyItem = { readonly type?: string; readonly callId?: string } & Record<string, unknown>;
 
 export class DurableAgentRun extends LoopRun {
+  protected readonly framework = 'openai-agents';
+
   /** The model, wrapped: each response recorded before its function calls run, replayed after a restart. */
   model(model: Model): Model {
     return {
@@ -48,10 +63,18 @@ export class DurableAgentRun extends LoopRun {
         ? {}
         : { supportsPromptModelSelection: model.supportsPromptModelSelection }),
       getResponse: async (request) => {
-        const standing = await this.#standing(request);
-        if (standing !== undefined) return toModelResponse(standing);
-        const response = await model.getResponse(request);
-        return toModelResponse(await this.#record(request, recordedOf(response)));
+        this.assertGoing(); // a call refused once the run stopped asks nothing: no span
+        return this.inModelSpan(factsOf(model), async (span) => {
+          const standing = await this.#standing(request);
+          if (standing !== undefined) {
+            answerAttributes(span, answerOf(standing, true));
+            return toModelResponse(standing.recorded);
+          }
+          const response = await model.getResponse(request);
+          const stands = await this.#record(request, recordedOf(response));
+          answerAttributes(span, answerOf(stands, false));
+          return toModelResponse(stands.recorded);
+        });
       },
       getStreamedResponse: (request) => this.#stream(model, request),
       ...(model.getRetryAdvice === undefined ? {} : { getRetryAdvice: model.getRetryAdvice.bind(model) }),
@@ -79,7 +102,7 @@ export class DurableAgentRun extends LoopRun {
   }
 
   /** The response recorded for this conversation, if any; refuses once the run stopped. */
-  async #standing(request: ModelRequest): Promise<RecordedAgentResponse | undefined> {
+  async #standing(request: ModelRequest): Promise<Standing | undefined> {
     this.assertGoing();
     const digest = inputDigest(request.input);
     const steps = await this.steps();
@@ -92,7 +115,7 @@ export class DurableAgentRun extends LoopRun {
     return undefined;
   }
 
-  async #record(request: ModelRequest, response: RecordedAgentResponse): Promise<RecordedAgentResponse> {
+  async #record(request: ModelRequest, response: RecordedAgentResponse): Promise<Standing> {
     const digest = inputDigest(request.input);
     const step = (await this.steps()).length;
     const { step: standing } = await this.ledger.store.loopSteps.record({
@@ -108,19 +131,34 @@ export class DurableAgentRun extends LoopRun {
     return this.#replayable(standing);
   }
 
-  #replayable(step: LoopStep): RecordedAgentResponse {
+  #replayable(step: LoopStep): Standing {
     const recorded = step.response as unknown as RecordedAgentResponse;
     for (const item of recorded.output as unknown as AnyItem[]) {
       if (item.type === 'function_call' && typeof item.callId === 'string') this.minted.add(item.callId);
     }
-    return recorded;
+    return { recorded, step: step.step };
   }
 
   async *#stream(model: Model, request: ModelRequest): AsyncIterable<StreamEvent> {
+    this.assertGoing();
+    const span = this.startModelSpan(factsOf(model));
+    try {
+      yield* this.#streamed(model, request, span);
+    } catch (error) {
+      failSpan(span, error);
+      throw error;
+    } finally {
+      span.end(); // also when the runner stops reading
+    }
+  }
+
+  async *#streamed(model: Model, request: ModelRequest, span: Span): AsyncIterable<StreamEvent> {
     const standing = await this.#standing(request);
     if (standing !== undefined) {
+      answerAttributes(span, answerOf(standing, true));
       yield { type: 'response_started' };
-      yield doneEvent(standing);
+      yield* textDeltas(standing.recorded);
+      yield doneEvent(standing.recorded);
       return;
     }
     for await (const event of model.getStreamedResponse(request)) {
@@ -138,7 +176,8 @@ export class DurableAgentRun extends LoopRun {
           ...(response.providerData === undefined ? {} : { providerData: response.providerData }),
         }),
       );
-      yield doneEvent(recorded);
+      answerAttributes(span, answerOf(recorded, false));
+      yield doneEvent(recorded.recorded);
     }
   }
 
@@ -203,6 +242,46 @@ function toModelResponse(recorded: RecordedAgentResponse): ModelResponse {
     ...(recorded.responseId === undefined ? {} : { responseId: recorded.responseId }),
     ...(recorded.providerData === undefined ? {} : { providerData: recorded.providerData }),
   };
+}
+
+/**
+ * The model's name, when it says it: the SDK's OpenAI models (`OpenAIResponsesModel`,
+ * `OpenAIChatCompletionsModel`) keep it as `_model`; a model of another shape gives a span named `chat`.
+ */
+function factsOf(model: Model): ModelCallFacts {
+  const name = (model as { _model?: unknown })._model;
+  return { model: typeof name === 'string' ? name : undefined, provider: undefined };
+}
+
+/** What a recorded response says of the model call, for its span. */
+function answerOf({ recorded, step }: Standing, replayed: boolean): ModelCallAnswer {
+  const usage = new Usage(recorded.usage as ConstructorParameters<typeof Usage>[0]);
+  const model = recorded.providerData?.['model'];
+  return {
+    model: typeof model === 'string' ? model : undefined,
+    inputTokens: usage.inputTokens,
+    outputTokens: usage.outputTokens,
+    toolCalls: (recorded.output as unknown as AnyItem[]).filter((i) => i.type === 'function_call').length,
+    replayed,
+    step,
+  };
+}
+
+/**
+ * The text of a recorded response as the deltas a live stream sends (one per text part of each
+ * message), so a replayed step streams its text to the application (`toTextStream()`) as the first
+ * run did, not only its final output.
+ */
+function textDeltas(recorded: RecordedAgentResponse): StreamEvent[] {
+  return (recorded.output as unknown as AnyItem[]).flatMap((item) => {
+    if (item.type !== 'message' || !Array.isArray(item.content)) return [];
+    const itemId = typeof item.id === 'string' ? { itemId: item.id } : {};
+    return (item.content as AnyItem[]).flatMap((part) =>
+      part.type === 'output_text' && typeof part.text === 'string' && part.text !== ''
+        ? [{ type: 'output_text_delta' as const, delta: part.text, ...itemId }]
+        : [],
+    );
+  });
 }
 
 function doneEvent(recorded: RecordedAgentResponse): StreamEvent {
