@@ -95,12 +95,14 @@ describe('optional peer dependencies that are not installed', () => {
     ]);
   });
 
-  it('pg for a postgres:// ledger, ioredis for Redis wake-ups', () => {
+  it('pg for a postgres:// ledger and key store, ioredis for Redis wake-ups', () => {
     const out = script(
       'stores.mjs',
       `import { openLedger } from './dist/index.js';
        import { RedisWakeups } from './dist/store/redis-wakeups.js';
        await openLedger('postgres://127.0.0.1:1/none')${printError};
+       const { openKeyStore } = await import('./dist/receiver/index.js');
+       await openKeyStore('postgres://127.0.0.1:1/none')${printError};
        await RedisWakeups.open('redis://127.0.0.1:1')${printError};
        const ledger = await openLedger('sqlite:' + new URL('./ledger.db', import.meta.url).pathname);
        await ledger.close();
@@ -111,6 +113,11 @@ describe('optional peer dependencies that are not installed', () => {
         code: 'PACKAGE_MISSING',
         message:
           'a PostgreSQL ledger (postgres://…) needs the package pg, which is not installed: install it with `npm install pg`',
+      }),
+      JSON.stringify({
+        code: 'PACKAGE_MISSING',
+        message:
+          'a PostgreSQL key store (postgres://…) needs the package pg, which is not installed: install it with `npm install pg`',
       }),
       JSON.stringify({
         code: 'PACKAGE_MISSING',
