@@ -1,5 +1,5 @@
 import Database from 'better-sqlite3';
-import pg from 'pg';
+import { loadOptional } from '../util/optional-package.js';
 import type { Ledger } from './checks.js';
 
 /*
@@ -35,7 +35,7 @@ const SQL = {
     WHERE tenant_id = $1 AND type IN ('run.claimed', 'model.response') ORDER BY run_id, seq`,
 } as const;
 
-export function openLedgerReader(url: string): LedgerReader {
+export async function openLedgerReader(url: string): Promise<LedgerReader> {
   if (url.startsWith('sqlite:')) {
     const db = new Database(url.slice('sqlite:'.length), { readonly: true, fileMustExist: true });
     db.pragma('busy_timeout = 5000');
@@ -49,6 +49,11 @@ export function openLedgerReader(url: string): LedgerReader {
       close: () => Promise.resolve(void db.close()),
     };
   }
+  // pg is an optional peer dependency, loaded for a PostgreSQL ledger only.
+  const { default: pg } = await loadOptional(
+    { name: 'pg', neededBy: 'the drill on PostgreSQL' },
+    () => import('pg'),
+  );
   // A pool of one: a connection lost with a server restart is replaced at the next read.
   const client = new pg.Pool({ connectionString: url, max: 1 });
   client.on('error', () => undefined);

@@ -8,6 +8,7 @@ import { loadConfig } from '../config/index.js';
 import { OncelyError, errorInfo } from '../errors/index.js';
 import { openRuntime, type Runtime } from '../runs/index.js';
 import { openStore } from '../store/index.js';
+import { loadIoredis } from '../store/redis-wakeups.js';
 import { judge, TOOL_SERVICES, type Violation } from './checks.js';
 import { agentNames, DEFAULT_TIMINGS, writeDrillConfig, type DrillTimings } from './config.js';
 import { DOWNSTREAM_KINDS, type Books, type DownstreamKind } from './downstream.js';
@@ -349,7 +350,7 @@ export async function runDrill(options: DrillOptions): Promise<DrillReport> {
         phase,
       });
     }, 250);
-    const reader = openLedgerReader(url);
+    const reader = await openLedgerReader(url);
     const countSettled = (): Promise<number> => reader.settledRuns(tenantId);
     operatorLoop = (async () => {
       while (operating) {
@@ -646,7 +647,7 @@ async function startRedis(
   logDir: string,
   track: (proc: DrillProcess) => DrillProcess,
 ): Promise<DrillRedis> {
-  const { Redis } = await import('ioredis');
+  const { Redis } = await loadIoredis('the drill');
   if ('url' in choice) {
     return {
       url: choice.url,

@@ -5,7 +5,8 @@ import type { z } from 'zod/v4';
 import { OncelyError } from '../errors/index.js';
 import { modelConfigSchema, scriptStepsSchema, type ModelConfig } from './model-config.js';
 import { expandEnv } from '../util/env-vars.js';
-import { aiRuntime } from './ai-runtime.js';
+import { aiRuntime, installedAiMajor } from './ai-runtime.js';
+import { loadOptional } from '../util/optional-package.js';
 import { scriptedModel } from './scripted-model.js';
 
 type Env = Readonly<Record<string, string | undefined>>;
@@ -17,7 +18,8 @@ export interface CreateModelOptions {
 
 /**
  * Builds a language model from its configuration. Nothing is sent anywhere: a missing key is found
- * here, from the environment, and a missing provider package is named.
+ * here, from the environment, and a missing provider package (an optional peer dependency) is named
+ * with the command that installs it (`PACKAGE_MISSING`).
  *
  * @example
  * const model = await createModel({ provider: 'openai-compatible', name: 'ollama',
@@ -34,7 +36,7 @@ export async function createModel(
   switch (c.provider) {
     case 'openai': {
       const apiKey = requiredKey(env, c.api_key_env ?? 'OPENAI_API_KEY', `the openai model "${c.model}"`);
-      const { createOpenAI } = await importProvider('openai', () => import('@ai-sdk/openai'));
+      const { createOpenAI } = await loadProvider('openai', c.model, () => import('@ai-sdk/openai'));
       const provider = createOpenAI({ apiKey, ...baseUrl(c), ...headersOf(c, env) });
       // Chat Completions for servers that speak only it; the Responses API otherwise (the provider's default).
       return withSettings(c.api === 'chat' ? provider.chat(c.model) : provider.responses(c.model), c);
@@ -45,7 +47,7 @@ export async function createModel(
         c.api_key_env ?? 'ANTHROPIC_API_KEY',
         `the anthropic model "${c.model}"`,
       );
-      const { createAnthropic } = await importProvider('anthropic', () => import('@ai-sdk/anthropic'));
+      const { createAnthropic } = await loadProvider('anthropic', c.model, () => import('@ai-sdk/anthropic'));
       return withSettings(createAnthropic({ apiKey, ...baseUrl(c), ...headersOf(c, env) })(c.model), c);
     }
     case 'openai-compatible': {
@@ -53,8 +55,9 @@ export async function createModel(
         c.api_key_env === undefined
           ? undefined
           : requiredKey(env, c.api_key_env, `the ${c.name} model "${c.model}"`);
-      const { createOpenAICompatible } = await importProvider(
+      const { createOpenAICompatible } = await loadProvider(
         'openai-compatible',
+        c.model,
         () => import('@ai-sdk/openai-compatible'),
       );
       const provider = createOpenAICompatible({
@@ -123,17 +126,35 @@ function requiredKey(env: Env, name: string, what: string): string {
   );
 }
 
-async function importProvider<T>(provider: string, load: () => Promise<T>): Promise<T> {
-  try {
-    return await load();
-  } catch (cause) {
-    throw invalid(
-      `the ${provider} provider needs the package @ai-sdk/${provider}, which could not be loaded ` +
-        `(${String(cause)}); install it with \`npm install @ai-sdk/${provider}\``,
-      { package: `@ai-sdk/${provider}` },
-      cause,
-    );
-  }
+/**
+ * The major of each provider package made for each AI SDK generation (the one built on the same
+ * @ai-sdk/provider major as `ai`: 3 for AI SDK 6, 4 for AI SDK 7), which the error names.
+ */
+const PROVIDER_MAJORS: Record<NetworkModel['provider'], Record<number, number>> = {
+  openai: { 6: 3, 7: 4 },
+  anthropic: { 6: 3, 7: 4 },
+  'openai-compatible': { 6: 2, 7: 3 },
+};
+
+/**
+ * A provider package, an optional peer dependency loaded when a model of it is made; when it is
+ * missing, the error names the version for the installed AI SDK (`npm install @ai-sdk/openai@3`).
+ */
+function loadProvider<T>(
+  provider: NetworkModel['provider'],
+  model: string,
+  load: () => Promise<T>,
+): Promise<T> {
+  const name = `@ai-sdk/${provider}`;
+  const major = PROVIDER_MAJORS[provider][installedAiMajor() ?? 0];
+  return loadOptional(
+    {
+      name,
+      neededBy: `the ${provider} model "${model}"`,
+      ...(major === undefined ? {} : { install: `${name}@${major}` }),
+    },
+    load,
+  );
 }
 
 async function readScript(file: string) {

@@ -1,6 +1,7 @@
 import { resolve } from 'node:path';
 import { OncelyError } from '../errors/index.js';
 import { realClock, type Clock } from '../util/clock.js';
+import { loadOptional } from '../util/optional-package.js';
 import { DEFAULT_KEEP_FOR_MS, assertKeepFor, type KeyStore } from './key-store.js';
 
 export interface OpenKeyStoreOptions {
@@ -35,6 +36,8 @@ export async function openKeyStore(url: string, options: OpenKeyStoreOptions = {
     });
   }
   if (url.startsWith('postgres://') || url.startsWith('postgresql://')) {
+    // pg is an optional peer dependency: named with its install command when it is missing.
+    await loadOptional({ name: 'pg', neededBy: 'a PostgreSQL key store (postgres://…)' }, () => import('pg'));
     const { PostgresKeyStore } = await import('./postgres/postgres-key-store.js');
     return PostgresKeyStore.open(url, { keepForMs, migrate });
   }

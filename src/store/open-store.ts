@@ -4,6 +4,7 @@ import type { Clock } from '../util/clock.js';
 import { assertSchemaCurrent } from './migrations.js';
 import type { GroupCommitSettings, PostgresTimeouts } from './postgres/index.js';
 import type { SchemaState, Store } from './store.js';
+import { loadOptional } from '../util/optional-package.js';
 
 export const DEFAULT_DATABASE_URL = 'sqlite:.oncely/oncely.db';
 
@@ -109,6 +110,8 @@ export async function connectStore(
     });
   }
   if (url.startsWith('postgres://') || url.startsWith('postgresql://')) {
+    // pg is an optional peer dependency: named with its install command when it is missing.
+    await loadOptional({ name: 'pg', neededBy: 'a PostgreSQL ledger (postgres://…)' }, () => import('pg'));
     const { PostgresStore } = await import('./postgres/index.js');
     const groupCommit = options.groupCommit ?? groupCommitFromEnv(process.env);
     const poolSize = options.postgresPoolSize ?? poolSizeFromEnv(process.env);

@@ -1,4 +1,6 @@
+import type * as Ioredis from 'ioredis';
 import type { Redis, RedisOptions } from 'ioredis';
+import { loadOptional } from '../util/optional-package.js';
 import type { TransitionRequest, TransitionResult } from './ledger-store.js';
 import type { Store, StoreTx } from './store.js';
 import type { ToolSlotStore } from './tool-slot-store.js';
@@ -70,9 +72,9 @@ export class RedisWakeups implements Wakeups {
     private readonly RedisClass: typeof Redis,
   ) {}
 
-  /** Connects the publishing client (ioredis is loaded here, not with the package). */
+  /** Connects the publishing client (ioredis, an optional peer dependency, is loaded here). */
   static async open(url: string): Promise<RedisWakeups> {
-    const { Redis } = await import('ioredis');
+    const { Redis } = await loadIoredis('Redis wake-ups (ONCELY_REDIS_URL)');
     const publisher = new Redis(url, publisherOptions());
     publisher.on('error', () => undefined); // reported by the listeners; a publish just fails
     // Its first publishes would be dropped while it connects: wait for it, but not for a Redis that
@@ -489,4 +491,9 @@ export function publishingWakeups(store: Store, redis: RedisWakeups): Store {
       await store.close();
     },
   };
+}
+
+/** ioredis, an optional peer dependency; a clear `PACKAGE_MISSING` when it is not installed. */
+export function loadIoredis(neededBy: string): Promise<typeof Ioredis> {
+  return loadOptional({ name: 'ioredis', neededBy, install: 'ioredis@5' }, () => import('ioredis'));
 }

@@ -18,11 +18,22 @@ import { ROOT } from '../support/processes.js';
  * The package as a user gets it: `npm pack`, then `npm install` of the tarball into a fresh project
  * with `--engine-strict` (the dependency tree must accept this Node), used from an ES module and from
  * CommonJS. The install compiles better-sqlite3 as a user's would, so this file takes a few minutes.
+ * The project installs what a user of the loop adapters would (ai, zod, @openai/agents-core) and
+ * none of the optional peers below, whose absence is checked and whose errors are read.
  */
 
 const NPM = process.platform === 'win32' ? 'npm.cmd' : 'npm';
 /** The AI SDK the consumer installs beside oncely: the generation this checkout runs (6, or 7 in CI's Node 24 leg). */
 const AI_SDK = installedAiMajor() ?? 6;
+/** Optional peer dependencies a user installs only for what needs them (see the README's Install section). */
+const OPTIONAL_PEERS = ['@ai-sdk/openai', '@ai-sdk/anthropic', '@ai-sdk/openai-compatible', 'pg', 'ioredis'];
+/**
+ * Subpath exports whose import needs a peer this project does not install, with that peer; every
+ * other subpath in the package's `exports` must import. A subpath added to `exports` (such as
+ * `oncely/mcp-server`, a server-side MCP helper) is imported here without a change; list it only if
+ * its import needs a peer that is not installed (@modelcontextprotocol/sdk is not).
+ */
+const SUBPATH_PEERS: Record<string, string> = {};
 const run = (cmd: string, args: string[], cwd: string): string =>
   execFileSync(cmd, args, { cwd, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'], maxBuffer: 64 << 20 });
 
@@ -76,6 +87,9 @@ describe('the published package', () => {
       ],
       project,
     );
+    // The newest Agents SDK the peer range admits, as a user of oncely/openai-agents adds it: not
+    // under --engine-strict, since its own dependency (openai 7.60+) declares Node >= 22 yet runs on 20.
+    run(NPM, ['install', '@openai/agents-core', '--no-audit', '--no-fund', '--prefer-offline'], project);
   }, 600_000);
   afterAll(() => {
     if (dir !== undefined) rmSync(dir, { recursive: true, force: true });
@@ -131,11 +145,50 @@ describe('the published package', () => {
     expect(run(process.execPath, ['quickstart.mjs', join(dir, 'esm.db')], project).trim()).toBe(
       'completed completed ledger 1',
     );
-    const subpaths = `
-      for (const p of ['oncely/testing', 'oncely/server', 'oncely/ai-sdk']) await import(p);
-      console.log('ok');`;
-    writeFileSync(join(project, 'subpaths.mjs'), subpaths);
-    expect(run(process.execPath, ['subpaths.mjs'], project).trim()).toBe('ok');
+  });
+
+  it('imports every subpath it exports', () => {
+    const manifest = JSON.parse(
+      readFileSync(join(project, 'node_modules', 'oncely', 'package.json'), 'utf8'),
+    ) as { exports: Record<string, unknown> };
+    const subpaths = Object.keys(manifest.exports)
+      .filter((p) => p !== './package.json')
+      .map((p) => p.replace(/^\./, 'oncely'));
+    expect(subpaths).toEqual(expect.arrayContaining(['oncely', 'oncely/ai-sdk', 'oncely/openai-agents']));
+    const probe = `
+      const results = {};
+      for (const p of ${JSON.stringify(subpaths)}) {
+        results[p] = await import(p).then((m) => Object.keys(m).length, (e) => String(e.message));
+      }
+      console.log(JSON.stringify(results));`;
+    writeFileSync(join(project, 'subpaths.mjs'), probe);
+    const results = JSON.parse(run(process.execPath, ['subpaths.mjs'], project)) as Record<
+      string,
+      number | string
+    >;
+    for (const subpath of subpaths) {
+      const peer = SUBPATH_PEERS[subpath.replace(/^oncely/, '.')];
+      if (peer === undefined) expect(results[subpath], subpath).toBeGreaterThan(0);
+      else expect(results[subpath], subpath).toContain(peer);
+    }
+  });
+
+  it('installs none of its optional peers, and names the one a model needs', () => {
+    const present = OPTIONAL_PEERS.filter((p) => existsSync(join(project, 'node_modules', p)));
+    expect(present).toEqual([]);
+    const major = AI_SDK >= 7 ? 4 : 3;
+    writeFileSync(
+      join(project, 'missing-provider.mjs'),
+      `import { createModel } from 'oncely';
+       await createModel({ provider: 'openai', model: 'gpt-5-mini' }, { OPENAI_API_KEY: 'k' }).then(
+         () => console.log('made'),
+         (e) => console.log(e.code + ': ' + e.message),
+       );`,
+    );
+    expect(run(process.execPath, ['missing-provider.mjs'], project).trim()).toBe(
+      'PACKAGE_MISSING: the openai model "gpt-5-mini" needs the package @ai-sdk/openai, which is not ' +
+        `installed: install it with \`npm install @ai-sdk/openai@${major}\``,
+    );
   });
 
   it(`guards an AI SDK ${AI_SDK} loop with the installed package: one credit, replayed after a restart`, () => {
@@ -178,6 +231,75 @@ describe('the published package', () => {
     expect(run(process.execPath, ['loop.mjs', join(dir, 'loop.db')], project).trim()).toBe(
       `${mock} Done.,Done. 1`,
     );
+  });
+
+  it('guards an OpenAI Agents SDK run with the installed package: one credit, replayed after a restart', () => {
+    // A model object in place of the SDK's OpenAI model (no network): it asks for one credit, then answers.
+    const agents = `
+      import { Agent, Runner, Usage } from '@openai/agents-core';
+      import { z } from 'zod';
+      import { defineTool, external, openLedger } from 'oncely';
+      import { durableAgentRun } from 'oncely/openai-agents';
+      const credits = [];
+      const issueCredit = defineTool({
+        name: 'issue_credit', description: 'Credit', effect: external(),
+        input: z.object({ amountCents: z.number().int() }),
+        execute: ({ amountCents }, ctx) => { credits.push(ctx.idempotencyKey); return { amountCents }; },
+      });
+      let asked = 0;
+      const model = {
+        async getResponse(request) {
+          asked += 1;
+          const first = typeof request.input === 'string' || !request.input.some((i) => i.type === 'function_call_result');
+          const output = first
+            ? [{ type: 'function_call', callId: 'c1', name: 'issue_credit', arguments: '{"amountCents":2500}', status: 'completed' }]
+            : [{ type: 'message', role: 'assistant', status: 'completed', content: [{ type: 'output_text', text: 'Refunded.' }] }];
+          return { output, usage: new Usage({ requests: 1, inputTokens: 1, outputTokens: 1, totalTokens: 2 }) };
+        },
+        getStreamedResponse() { throw new Error('not streamed'); },
+      };
+      const ledger = await openLedger('sqlite:' + process.argv[2]);
+      const runner = new Runner({ tracingDisabled: true });
+      const outputs = [];
+      for (let restart = 0; restart < 2; restart++) {
+        const run = durableAgentRun({ ledger, tenantId: 'acme', runId: 'r1' });
+        const agent = new Agent({ name: 'billing', instructions: 'Refund.', model: run.model(model), tools: run.tools([issueCredit]) });
+        const result = await run.run(() => runner.run(agent, 'Refund order 42'));
+        outputs.push(String(result.finalOutput));
+      }
+      await ledger.close();
+      console.log(outputs.join(','), asked, credits.length);
+    `;
+    writeFileSync(join(project, 'agents.mjs'), agents);
+    const version = (
+      JSON.parse(
+        readFileSync(join(project, 'node_modules', '@openai', 'agents-core', 'package.json'), 'utf8'),
+      ) as { version: string }
+    ).version;
+    console.log(`@openai/agents-core ${version} in the installed project`);
+    expect(run(process.execPath, ['agents.mjs', join(dir, 'agents.db')], project).trim()).toBe(
+      'Refunded.,Refunded. 2 1',
+    );
+  });
+
+  it('ships the chat example, whose configuration and tools load from the installed package', () => {
+    const example = join(project, 'node_modules', 'oncely', 'examples', 'chat');
+    expect(readdirSync(example).sort()).toEqual(['oncely.yaml', 'public', 'server.mjs', 'tools.mjs']);
+    writeFileSync(
+      join(project, 'chat-config.mjs'),
+      `import { loadConfig } from 'oncely';
+       const config = await loadConfig(process.argv[2]);
+       console.log([...config.agents.keys()].join(','), [...config.tools.keys()].sort().join(','));`,
+    );
+    expect(run(process.execPath, ['chat-config.mjs', join(example, 'oncely.yaml')], project).trim()).toBe(
+      'penny issue_refund,lookup_order',
+    );
+  });
+
+  it('ships the markdown docs, not the screenshots or benchmark data', () => {
+    const docs = readdirSync(join(project, 'node_modules', 'oncely', 'docs'));
+    expect(docs).toEqual(expect.arrayContaining(['errors.md', 'operations.md']));
+    expect(docs.filter((f) => !f.endsWith('.md'))).toEqual([]);
   });
 
   it('is required from CommonJS, in a default npm init project', () => {
@@ -249,6 +371,8 @@ export async function resolve(specifier, context, next) {
 
   // Last: it changes the consumer's zod.
   it('installs and runs beside zod 3 (3.25, which carries zod/v4) at the project root', () => {
+    // The Agents SDK needs zod 4 (and its openai declares Node >= 22): a zod 3 project goes without it.
+    run(NPM, ['uninstall', '@openai/agents-core', '--no-audit', '--no-fund'], project);
     run(NPM, ['install', 'zod@3', '--engine-strict', '--no-audit', '--no-fund', '--prefer-offline'], project);
     const zod = JSON.parse(readFileSync(join(project, 'node_modules', 'zod', 'package.json'), 'utf8')) as {
       version: string;
