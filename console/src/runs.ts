@@ -223,7 +223,19 @@ async function loopRunView(main: HTMLElement, runId: string): Promise<() => void
   replace(
     main,
     h('p', {}, link('#/runs', '← Runs')),
-    h('h1', {}, `Run ${loop.run_id} `, loop.unknown_calls > 0 ? badge('awaiting_reconciliation') : null),
+    h(
+      'h1',
+      {},
+      `Run ${loop.run_id} `,
+      // A loop has no run status of oncely's; what an operator needs to see is its unknown calls.
+      loop.unknown_calls > 0
+        ? h(
+            'span',
+            { class: 'badge badge-indeterminate' },
+            `${loop.unknown_calls} unknown call${loop.unknown_calls === 1 ? '' : 's'}`,
+          )
+        : null,
+    ),
     h(
       'p',
       { class: 'lead' },

@@ -287,6 +287,16 @@ describe.skipIf(!hasChromium)('the console in an outage, in Chromium', () => {
       async () => {
         const key = await unknownCallOfRun(s, 'payer');
         const runId = key.split(':')[0]!;
+        await call(s, 'POST', '/v1/runs', { agent: 'refunder', input: 'refund o_7' });
+        const approval = await waitFor(
+          'a pending approval',
+          async () => {
+            const list = await call(s, 'GET', '/v1/approvals?status=pending');
+            return ((list.body.items ?? []) as { idempotency_key: string }[])[0]?.idempotency_key;
+          },
+          20_000,
+          100,
+        );
         const pages: [string, string, (p: Page) => Promise<void>][] = [
           ['inbox', 'inbox', (p) => p.getByRole('heading', { name: /^Unknown calls/ }).waitFor()],
           ['incidents', 'incidents', (p) => p.locator('#incident-summary').waitFor()],
@@ -302,6 +312,11 @@ describe.skipIf(!hasChromium)('the console in an outage, in Chromium', () => {
             (p) => p.getByRole('heading', { name: 'Conversation' }).waitFor(),
           ],
           ['runs', 'runs', (p) => p.getByRole('link', { name: runId }).waitFor()],
+          [
+            'approval',
+            `approvals/${encodeURIComponent(approval)}`,
+            (p) => p.getByRole('button', { name: 'Approve' }).waitFor(),
+          ],
           [
             'workflows',
             'workflows',
