@@ -212,7 +212,7 @@ describe.skipIf(!hasChromium)('the console in an outage, in Chromium', () => {
       const [a, b] = [await unknownCallOfRun(s, 'payer'), await unknownCallOfRun(s, 'payer')];
       await unknownCallOfRun(s, 'vendor-payer');
       const page = await signIn(browser, s);
-      await page.getByRole('link', { name: 'Incidents' }).click();
+      await page.getByRole('link', { name: 'Incidents', exact: true }).click();
       await page.getByRole('heading', { name: 'Incidents', exact: true }).waitFor();
       await page.getByRole('heading', { name: /^pay_vendor · vendor-portal/ }).waitFor();
       await page.getByRole('heading', { name: /^pay_partner · downstream not declared/ }).waitFor();
