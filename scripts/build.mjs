@@ -27,12 +27,13 @@ for (const area of ['store', 'receiver']) {
 // a manifest of what the server may serve.
 execFileSync(process.execPath, [tsc, '-p', join(root, 'console', 'tsconfig.json')], { stdio: 'inherit' });
 const consoleDir = join(root, 'dist', 'console');
-for (const file of ['index.html', 'style.css']) cpSync(join(root, 'console', file), join(consoleDir, file));
+for (const file of ['index.html', 'style.css', 'favicon.svg'])
+  cpSync(join(root, 'console', file), join(consoleDir, file));
 writeFileSync(
   join(consoleDir, 'assets.json'),
   `${JSON.stringify(
     readdirSync(consoleDir)
-      .filter((f) => /\.(html|css|js)$/.test(f))
+      .filter((f) => /\.(html|css|js|svg)$/.test(f))
       .sort(),
   )}\n`,
 );

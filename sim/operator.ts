@@ -6,6 +6,8 @@ import { FOLLOW_UP, runIdOf, TENANT, WORKFLOW_RUN_ID, type Books } from './world
 /*
  * An operator at the API layer, acting through the runtime's operator actions while the workers run:
  * settles an unknown call as the downstream's books say (refused while its attempt may still land),
+ * settles several together as the books say (one batch for those that took effect, one for those
+ * that did not; each call its own compare-and-set), asks an unknown call's reconcile hook now,
  * forces `failed` on a call whose effect has not landed yet (a person who would not wait), compensates
  * a credit, approves or rejects a refund waiting for approval, retries a failed run, cancels one; and
  * a user who writes again to a run that answered (and sends it twice, the first answer lost).
@@ -57,6 +59,46 @@ export async function operatorAct(
         actorId: OPERATOR,
         force: true,
       });
+      return;
+    }
+    case 'resolve-together': {
+      const calls = await ledger.list(TENANT, { statuses: [...UNKNOWN], limit: 4 });
+      if (calls.length === 0) return say('resolve together: no unknown call');
+      const took = calls.filter((c) => books.count(c.idempotencyKey) > 0).map((c) => c.idempotencyKey);
+      const not = calls.filter((c) => books.count(c.idempotencyKey) === 0).map((c) => c.idempotencyKey);
+      for (const [keys, status] of [
+        [took, 'completed'],
+        [not, 'failed'],
+      ] as const) {
+        if (keys.length === 0) continue;
+        const done = await runtime.resolveTogether({
+          tenantId: TENANT,
+          keys,
+          status,
+          reason: 'checked the downstream books for these together',
+          actorId: OPERATOR,
+        });
+        say(
+          `resolve together ${status}: ${done.settled.map((r) => r.idempotencyKey).join(', ') || 'none'}` +
+            (done.movedOn.length === 0
+              ? ''
+              : `; moved on: ${done.movedOn.map((m) => `${m.idempotencyKey} (${m.code})`).join(', ')}`),
+        );
+      }
+      return;
+    }
+    case 'ask-hook': {
+      const calls = await ledger.list(TENANT, { statuses: [...UNKNOWN], limit: 5 });
+      const call = calls.find((c) => c.compensationOf === null);
+      if (call === undefined) return say('ask hook: no unknown call');
+      const asked = await runtime.askHook({
+        tenantId: TENANT,
+        idempotencyKey: call.idempotencyKey,
+        actorId: OPERATOR,
+      });
+      say(
+        `ask the hook of ${call.idempotencyKey} now: ${asked.said?.to ?? 'a note'} (${asked.record.status})`,
+      );
       return;
     }
     case 'compensate':

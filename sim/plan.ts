@@ -63,6 +63,8 @@ export type Fault =
 export const OPERATOR_ACTIONS = [
   'resolve-truth',
   'resolve-force-failed',
+  'resolve-together',
+  'ask-hook',
   'compensate',
   'compensate-twice',
   'retry',

@@ -274,3 +274,67 @@ export interface WorkflowRun {
   readonly updated_at: string;
   readonly nodes?: readonly WorkflowNode[];
 }
+
+export type LoopPart =
+  | { readonly type: 'text' | 'reasoning'; readonly text: string }
+  | {
+      readonly type: 'tool-call';
+      readonly tool_call_id: string;
+      readonly tool_name: string;
+      readonly input: unknown;
+      readonly provider_executed: boolean;
+      readonly idempotency_key: string | null;
+    }
+  | { readonly type: 'other'; readonly kind: string };
+
+/** A run of an application's own loop (`oncely/ai-sdk`, `oncely/openai-agents`): no row in runs. */
+export interface LoopRun {
+  readonly run_id: string;
+  readonly framework: 'ai-sdk' | 'openai-agents' | null;
+  readonly steps: readonly {
+    readonly step: number;
+    readonly framework: string;
+    readonly model_id: string;
+    readonly created_at: string;
+    readonly usage: { input_tokens: number; output_tokens: number; total_tokens: number } | null;
+    readonly parts: readonly LoopPart[];
+  }[];
+  readonly calls: readonly ToolExecution[];
+  readonly unknown_calls: number;
+  readonly created_at: string;
+  readonly updated_at: string;
+}
+
+export interface IncidentGroup {
+  readonly tool_name: string;
+  readonly downstream: string | null;
+  readonly effect: string;
+  readonly can_ask_hook: boolean;
+  readonly count: number;
+  readonly oldest_attempt_started_at: string;
+  readonly calls: readonly ToolExecution[];
+}
+
+export interface Incidents {
+  readonly q: string | null;
+  readonly unknown: number;
+  readonly matched: number;
+  readonly capped: boolean;
+  readonly groups: readonly IncidentGroup[];
+}
+
+export interface ResolvedTogether {
+  readonly together: string;
+  readonly settled: readonly ToolExecution[];
+  readonly moved_on: readonly {
+    idempotency_key: string;
+    code: string;
+    message: string;
+    record: ToolExecution | null;
+  }[];
+}
+
+export interface HookAsked {
+  readonly record: ToolExecution;
+  readonly said: HistoryEntry | null;
+}

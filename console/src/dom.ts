@@ -106,6 +106,12 @@ export function link(href: string, text: string, label?: string): HTMLAnchorElem
 
 let hideTimer: number | undefined;
 
+/** Takes down what `announce` shows (on leaving a page). */
+export function clearAnnouncements(): void {
+  window.clearTimeout(hideTimer);
+  document.getElementById('status')?.replaceChildren();
+}
+
 /** Says something to everyone: shown for a few seconds, and read out by screen readers. */
 export function announce(message: string, kind: 'ok' | 'error' = 'ok'): void {
   const status = document.getElementById('status');

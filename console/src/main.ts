@@ -1,12 +1,19 @@
 import { api, forgetKey, inboxEvents, keepKey, storedKey, ApiError, type Me } from './api.js';
-import { announce, h, replace } from './dom.js';
-import { approvalView, callView, inboxView, runView, runsView, workersView, type View } from './views.js';
+import { approvalView } from './approval.js';
+import { callView } from './call.js';
+import type { View } from './common.js';
+import { announce, clearAnnouncements, h, replace } from './dom.js';
+import { inboxView } from './inbox.js';
+import { incidentsView } from './incidents.js';
+import { runView, runsView } from './runs.js';
+import { applyTheme, themeSwitch } from './theme.js';
+import { workersView } from './workers.js';
 import { workflowView, workflowsView } from './workflows.js';
 
 /*
  * The console's shell: sign-in, the top bar with live counts, and a router on the URL's hash
- * (#/inbox, #/calls/<key>, #/approvals/<key>, #/runs, #/runs/<id>, #/workflows, #/workflows/<id>,
- * #/workers). The hash names only
+ * (#/inbox, #/incidents, #/calls/<key>, #/approvals/<key>, #/runs, #/runs/<id>, #/workflows,
+ * #/workflows/<id>, #/workers). The hash names only
  * what is shown, never a secret.
  */
 
@@ -38,7 +45,9 @@ function signInView(message?: string): void {
     h(
       'p',
       { id: 'api-key-help', class: 'help' },
-      'A key from `oncely keys create`. It is kept in this tab only and sent with each request; close the tab or sign out to forget it.',
+      'A key from ',
+      h('code', {}, 'oncely keys create'),
+      '. It is kept in this tab only and sent with each request; close the tab or sign out to forget it.',
     ),
     message === undefined ? null : h('p', { class: 'notice notice-error', role: 'alert' }, message),
     h('button', { type: 'submit' }, 'Sign in'),
@@ -86,6 +95,7 @@ function topBar(who: Me): void {
       'Inbox ',
       h('span', { id: 'count-inbox', class: 'count', 'aria-label': 'items' }),
     ),
+    h('a', { href: '#/incidents' }, 'Incidents'),
     h('a', { href: '#/runs' }, 'Runs'),
     h('a', { href: '#/workflows' }, 'Workflows'),
     h('a', { href: '#/workers' }, 'Workers'),
@@ -103,6 +113,7 @@ function topBar(who: Me): void {
       ' · tenant ',
       h('span', {}, who.tenant_id),
     ),
+    themeSwitch(),
     h('button', { type: 'button', class: 'secondary', onclick: signOut }, 'Sign out'),
   );
   top.hidden = false;
@@ -124,7 +135,8 @@ function followInbox(): void {
           failures = 0;
           const n = counts.unknown + counts.conflicts + counts.pending_approvals;
           const count = document.getElementById('count-inbox');
-          if (count !== null) count.textContent = `${n}${counts.capped ? '+' : ''}`;
+          // Nothing waiting shows no badge at all (an empty count is hidden), never a red 0.
+          if (count !== null) count.textContent = n === 0 ? '' : `${n}${counts.capped ? '+' : ''}`;
           window.dispatchEvent(new CustomEvent('oncely:inbox', { detail: counts }));
         }
       } catch (error) {
@@ -146,6 +158,8 @@ function route(): { view: View; args: string[] } {
   const parts = location.hash.replace(/^#\/?/, '').split('?')[0]!.split('/').map(decodeURIComponent);
   const [page, ...rest] = parts;
   switch (page) {
+    case 'incidents':
+      return { view: incidentsView, args: [] };
     case 'calls':
       return { view: callView, args: [rest.join('/')] };
     case 'approvals':
@@ -168,6 +182,8 @@ function render(): void {
   if (top.hidden) topBar(me);
   closeView?.();
   closeView = undefined;
+  // A toast belongs to the page that raised it: it does not follow the operator to the next one.
+  clearAnnouncements();
   const { view, args } = route();
   for (const a of top.querySelectorAll('nav a')) {
     const current = location.hash.startsWith(a.getAttribute('href') ?? '#none');
@@ -195,6 +211,7 @@ function render(): void {
     });
 }
 
+applyTheme();
 window.addEventListener('hashchange', render);
 
 const key = storedKey();

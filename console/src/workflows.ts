@@ -1,6 +1,6 @@
 import { api, q, type Page, type WorkflowRun } from './api.js';
 import { badge, facts, h, json, link, replace, table, time } from './dom.js';
-import { actWithReason, statusListView, type View } from './views.js';
+import { actWithReason, statusListView, type View } from './common.js';
 
 /*
  * Workflow runs: the list, and one workflow run with each node, its state and its runs (links to the

@@ -3,6 +3,7 @@ import type { apiKeySchema } from './schemas/api-keys.js';
 import type { approvalSchema } from './schemas/approvals.js';
 import type { messagesSchema, runSchema, sentMessageSchema, tenantUsageSchema } from './schemas/runs.js';
 import type { workerSchema } from './schemas/workers.js';
+import type { hookAskedSchema, incidentsSchema, resolvedTogetherSchema } from './schemas/incidents.js';
 import type {
   compensationSchema,
   toolExecutionSchema,
@@ -13,6 +14,9 @@ import type {
 export type ToolExecution = z.output<typeof toolExecutionSchema>;
 export type ToolExecutionWithHistory = z.output<typeof toolExecutionWithHistorySchema>;
 export type Compensation = z.output<typeof compensationSchema>;
+export type Incidents = z.output<typeof incidentsSchema>;
+export type ResolvedTogether = z.output<typeof resolvedTogetherSchema>;
+export type HookAsked = z.output<typeof hookAskedSchema>;
 export type Run = z.output<typeof runSchema>;
 export type SentMessage = z.output<typeof sentMessageSchema>;
 export type RunMessages = z.output<typeof messagesSchema>;

@@ -27,6 +27,8 @@ import { toolExecutionRoutes } from './routes/tool-executions.js';
 import { workerRoutes } from './routes/workers.js';
 import { consoleRoutes } from './routes/console.js';
 import { inboxEventRoutes } from './routes/inbox-events.js';
+import { loopRunRoutes } from './routes/loop-runs.js';
+import { incidentRoutes } from './routes/incidents.js';
 
 export const DEFAULT_BODY_LIMIT = 256 * 1024;
 
@@ -101,9 +103,11 @@ export async function buildApiServer(options: ApiServerOptions): Promise<ApiApp>
   installHooks(app, ctx);
   await app.register(fastifySwagger, openApiOptions());
   const domains = [
+    incidentRoutes,
     toolExecutionRoutes,
     runRoutes,
     runEventRoutes,
+    loopRunRoutes,
     inboxEventRoutes,
     approvalRoutes,
     apiKeyRoutes,

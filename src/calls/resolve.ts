@@ -20,6 +20,11 @@ export interface ResolveRequest {
    * it). Recorded as forced in the history; the reason should say why waiting was not an option.
    */
   readonly force?: boolean;
+  /**
+   * The operator checked this call together with others and settles them with one reason: recorded
+   * in the history's detail (`together: { id, size }`), so each call's settlement names its batch.
+   */
+  readonly together?: { readonly id: string; readonly size: number };
 }
 
 /** Compare-and-set races with a late outcome are retried this many times before giving up. */
@@ -75,7 +80,7 @@ export async function resolveToolCall(ledger: Ledger, request: ResolveRequest): 
         result,
         resultReference: request.resultReference ?? null,
         error: request.status === 'failed' ? { code: 'RESOLVED_NOT_TAKEN', message: input.reason } : null,
-        detail: running === undefined ? null : { forced: true, mayStillBeRunning: running },
+        detail: detailOf(running, request.together),
         recordIgnored: false,
       });
       if (moved.applied && request.status === 'completed' && moved.record.compensationOf !== null) {
@@ -88,6 +93,13 @@ export async function resolveToolCall(ledger: Ledger, request: ResolveRequest): 
   const current = await ledger.store.ledger.get(input.tenantId, input.key);
   if (current === undefined) throw notFound(input.key);
   throw alreadySettled(current);
+}
+
+function detailOf(running: string | undefined, together: ResolveRequest['together']): JsonValue | null {
+  const detail: Record<string, JsonValue> = {};
+  if (running !== undefined) Object.assign(detail, { forced: true, mayStillBeRunning: running });
+  if (together !== undefined) detail.together = { id: together.id, size: together.size };
+  return Object.keys(detail).length === 0 ? null : detail;
 }
 
 /** The compensation of `record.compensationOf` took effect: its call is now `compensated`. */

@@ -1,21 +1,31 @@
 import { Command, Option } from 'commander';
 import { EXECUTION_FILTERS } from '../api/schemas/tool-executions.js';
 import { ApiClient, type ApiFlags } from '../api/client.js';
-import type { Compensation, Page, ToolExecution, ToolExecutionWithHistory } from '../api/client-types.js';
+import type {
+  Compensation,
+  HookAsked,
+  Incidents,
+  Page,
+  ResolvedTogether,
+  ToolExecution,
+  ToolExecutionWithHistory,
+} from '../api/client-types.js';
 import { moreHint, parseJsonFlag, withApiFlags } from './operator-flags.js';
 import { age, clip, output, renderTable } from './table.js';
 import { positiveInt } from './worker.js';
 
 const path = (key: string): string => `/v1/tool-executions/${encodeURIComponent(key)}`;
 
-/** `oncely executions list|show|resolve|compensate`: find unknown calls and settle them. */
+/** `oncely executions list|incidents|show|resolve|reconcile|compensate`: find unknown calls and settle them. */
 export function executionsCommand(): Command {
   const command = new Command('executions').description(
     'find tool calls whose outcome is unknown, and settle them (through the API)',
   );
   command.addCommand(listCommand());
+  command.addCommand(incidentsCommand());
   command.addCommand(showCommand());
   command.addCommand(resolveCommand());
+  command.addCommand(reconcileCommand());
   command.addCommand(compensateCommand());
   return command;
 }
@@ -74,14 +84,17 @@ function showCommand(): Command {
 
 function resolveCommand(): Command {
   return withApiFlags(new Command('resolve'))
-    .description('settle an unknown call: it took effect (completed) or it did not (failed)')
-    .argument('<key>', 'the idempotency key, <run_id>:<tool_call_id>')
+    .description(
+      'settle unknown calls: they took effect (completed) or they did not (failed); several keys are settled ' +
+        'together with one reason, each by compare-and-set',
+    )
+    .argument('<keys...>', 'the idempotency keys, <run_id>:<tool_call_id> (1-100)')
     .addOption(
       new Option('--status <status>', 'what you found downstream')
         .choices(['completed', 'failed'])
         .makeOptionMandatory(),
     )
-    .requiredOption('--reason <text>', 'what you checked and what you found (recorded in the history)')
+    .requiredOption('--reason <text>', 'what you checked and what you found (recorded in each history)')
     .option('--result <json>', 'with completed: the result the tool would have returned, as JSON')
     .option('--result-reference <ref>', 'with completed: the downstream reference (a receipt id)')
     .option(
@@ -90,7 +103,7 @@ function resolveCommand(): Command {
     )
     .action(
       async (
-        key: string,
+        keys: string[],
         flags: ApiFlags & {
           status: string;
           reason: string;
@@ -99,16 +112,98 @@ function resolveCommand(): Command {
           force?: boolean;
         },
       ) => {
-        const record = await ApiClient.fromFlags(flags).post<ToolExecution>(`${path(key)}/resolve`, {
+        const body = {
           status: flags.status,
           reason: flags.reason,
           ...(flags.result === undefined ? {} : { result: parseJsonFlag('--result', flags.result) }),
           ...(flags.resultReference === undefined ? {} : { result_reference: flags.resultReference }),
           ...(flags.force === true ? { force: true } : {}),
-        });
-        output(flags.json, record, () => `${record.idempotency_key} is now ${record.status}\n`);
+        };
+        const client = ApiClient.fromFlags(flags);
+        const [only] = keys;
+        if (keys.length === 1 && only !== undefined) {
+          const record = await client.post<ToolExecution>(`${path(only)}/resolve`, body);
+          output(flags.json, record, () => `${record.idempotency_key} is now ${record.status}\n`);
+          return;
+        }
+        const done = await client.post<ResolvedTogether>('/v1/tool-executions/resolve', { keys, ...body });
+        output(flags.json, done, () => describeTogether(done));
       },
     );
+}
+
+function describeTogether(done: ResolvedTogether): string {
+  const lines = [
+    `settled ${done.settled.length} together (${done.together}):`,
+    ...done.settled.map((r) => `  ${r.idempotency_key} is now ${r.status}`),
+  ];
+  if (done.moved_on.length > 0) {
+    lines.push(`left as they stand (${done.moved_on.length}):`);
+    lines.push(
+      ...done.moved_on.map((m) => `  ${m.idempotency_key}: ${m.code} (${m.record?.status ?? 'no record'})`),
+    );
+  }
+  return `${lines.join('\n')}\n`;
+}
+
+function reconcileCommand(): Command {
+  return withApiFlags(new Command('reconcile'))
+    .description("ask an unknown call's reconcile hook now, and record what it says")
+    .argument('<key>', 'the idempotency key, <run_id>:<tool_call_id>')
+    .action(async (key: string, flags: ApiFlags) => {
+      const asked = await ApiClient.fromFlags(flags).post<HookAsked>(`${path(key)}/reconcile`, {});
+      output(flags.json, asked, () => {
+        const said = asked.said;
+        const words =
+          said === null
+            ? 'its answer was not recorded'
+            : said.to === null
+              ? `it could not tell (${said.reason ?? 'no reason'})`
+              : `it found it ${said.to} (${said.reason ?? 'no reason'})`;
+        return `asked the reconcile hook of ${key}: ${words}; the call is ${asked.record.status}\n`;
+      });
+    });
+}
+
+function incidentsCommand(): Command {
+  return withApiFlags(new Command('incidents'))
+    .description(
+      'unknown calls grouped by tool and downstream; --search by key, account or any argument value',
+    )
+    .option(
+      '--search <words>',
+      'words every call shown matches (key, run, tool, downstream, argument values)',
+    )
+    .option('--tool <name>', 'only this tool')
+    .action(async (flags: ApiFlags & { search?: string; tool?: string }) => {
+      const found = await ApiClient.fromFlags(flags).get<Incidents>('/v1/incidents', {
+        q: flags.search,
+        tool: flags.tool,
+      });
+      output(flags.json, found, () => {
+        if (found.matched === 0) return `no unknown calls${found.q === null ? '' : ` match "${found.q}"`}\n`;
+        const parts = [
+          `${found.matched} of ${found.unknown} unknown calls${found.capped ? ' (1000 read)' : ''}\n`,
+        ];
+        for (const g of found.groups) {
+          parts.push(
+            `\n${g.tool_name} · ${g.downstream ?? 'downstream not declared'} (${g.count})${g.can_ask_hook ? '' : ' · no hook here'}\n`,
+          );
+          parts.push(
+            renderTable(
+              ['KEY', 'STATUS', 'WAITING', 'ARGS'],
+              g.calls.map((r) => [
+                r.idempotency_key,
+                r.status,
+                age(r.attempt_started_at),
+                clip(JSON.stringify(r.args), 60),
+              ]),
+            ),
+          );
+        }
+        return parts.join('');
+      });
+    });
 }
 
 function compensateCommand(): Command {

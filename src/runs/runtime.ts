@@ -26,6 +26,13 @@ import { RunDriver } from './driver.js';
 import { DEFAULT_RECONCILE_EVERY_MS, ReconcileSweepState, reconcileUnknownCalls } from './reconcile-sweep.js';
 import { sweepWaiting } from './resume.js';
 import { failExhausted, releaseFailedDrive, type RecoveredRun } from './runtime-drives.js';
+import {
+  askHookNow,
+  resolveTogether,
+  type HookAsked,
+  type ResolveTogetherRequest,
+  type ResolvedTogether,
+} from './operator-calls.js';
 import { cancelRun, compensateCall, resolveCall, retryRun } from './runtime-operator.js';
 import {
   DEFAULT_LEASE_MS,
@@ -332,6 +339,16 @@ export class Runtime {
   /** An operator settles an unknown call (`resolveToolCall`); a run waiting for it resumes. */
   resolve(request: ResolveRequest): Promise<ToolExecutionRecord> {
     return resolveCall(this.ledger, request);
+  }
+
+  /** An operator settles calls checked together with one reason; each its own compare-and-set. */
+  resolveTogether(request: ResolveTogetherRequest): Promise<ResolvedTogether> {
+    return resolveTogether(this.ledger, request);
+  }
+
+  /** An operator asks an unknown call's reconcile hook now; its answer is recorded as the sweep would. */
+  askHook(request: { tenantId: string; idempotencyKey: string; actorId: string }): Promise<HookAsked> {
+    return askHookNow(this.ledger, this.tools, request);
   }
 
   /** An operator undoes a completed call with its tool's compensation hook, once. */

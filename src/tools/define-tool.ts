@@ -79,6 +79,11 @@ export interface ToolDefinition<Input extends ToolInputSchema, Output> {
    * settles an unknown call, and `assertToolContract` requires one.
    */
   readonly downstreamAcceptsKey?: boolean;
+  /**
+   * The system the tool changes (`'billing'`, `'partner-payments'`): the console's incident view
+   * groups unknown calls by tool and downstream, so calls an outage left unknown are found together.
+   */
+  readonly downstream?: string;
   readonly reconcile?: ReconcileHook;
   readonly compensate?: CompensateHook;
   /**
@@ -142,6 +147,10 @@ const definitionSchema = z.object({
   timeoutMs: z.number().int().min(1).max(86_400_000).optional(),
   concurrency: z.number().int().min(1).max(10_000).optional(),
   downstreamAcceptsKey: z.boolean().optional(),
+  downstream: z
+    .string()
+    .regex(/^[A-Za-z0-9_.:/-]{1,64}$/, 'use 1-64 characters of A-Z a-z 0-9 _ . : / -')
+    .optional(),
   reconcile: fn('must be a function (record, context) => outcome').optional(),
   compensate: fn('must be a function (record, context) => result').optional(),
   resultReference: fn('must be a function (result) => string').optional(),

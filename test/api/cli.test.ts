@@ -181,6 +181,63 @@ describe('the operator CLI against a running API', () => {
     expect(badJson.stderr).toContain('--result must be JSON');
   });
 
+  it('executions incidents | resolve KEY KEY | reconcile: found together, settled together, a hook asked now', async () => {
+    const a = await h.seedCall('indeterminate');
+    const b = await h.seedCall('indeterminate', { toolName: 'checked_credit' });
+    const found = await oncely(['executions', 'incidents', '--search', b.idempotencyKey], env);
+    expect(found.code, found.stderr).toBe(0);
+    expect(found.stdout).toContain('checked_credit · billing (1)');
+    expect(found.stdout).toContain(b.idempotencyKey);
+    expect(found.stdout).not.toContain(a.idempotencyKey);
+
+    const asked = await oncely(['executions', 'reconcile', b.idempotencyKey], env);
+    expect(asked.code, asked.stderr).toBe(0);
+    expect(asked.stdout).toBe(
+      `asked the reconcile hook of ${b.idempotencyKey}: it could not tell (no credit under ${b.idempotencyKey} in the books yet); the call is indeterminate\n`,
+    );
+    const noHook = await oncely(['executions', 'reconcile', a.idempotencyKey], env);
+    expect(noHook.code).toBe(1);
+    expect(noHook.stderr).toContain('LEDGER_NOT_RECONCILABLE');
+
+    const together = await oncely(
+      [
+        'executions',
+        'resolve',
+        a.idempotencyKey,
+        b.idempotencyKey,
+        '--status',
+        'failed',
+        '--reason',
+        'outage: none arrived',
+      ],
+      env,
+    );
+    expect(together.code, together.stderr).toBe(0);
+    expect(together.stdout).toMatch(/^settled 2 together \(together_[0-9a-f]{12}\):\n/);
+    for (const key of [a.idempotencyKey, b.idempotencyKey]) {
+      expect(await h.store.ledger.get(TENANT, key)).toMatchObject({
+        status: 'failed',
+        settledBy: { id: 'ops-ana' },
+      });
+    }
+    const again = await oncely(
+      [
+        'executions',
+        'resolve',
+        a.idempotencyKey,
+        b.idempotencyKey,
+        '--status',
+        'failed',
+        '--reason',
+        'again',
+      ],
+      env,
+    );
+    expect(again.code, again.stderr).toBe(0);
+    expect(again.stdout).toContain('settled 0 together');
+    expect(again.stdout).toContain(`${a.idempotencyKey}: LEDGER_ALREADY_SETTLED (failed)`);
+  });
+
   it('executions compensate runs the hook once and says so', async () => {
     const record = await h.seedCall('completed');
     const ran = await oncely(
@@ -429,6 +486,8 @@ describe('docs/cli.md', () => {
       'executions list',
       'executions show',
       'executions resolve',
+      'executions reconcile',
+      'executions incidents',
       'executions compensate',
       'approvals list',
       'approvals approve',

@@ -30,7 +30,8 @@ describe('the console routes', () => {
 
     for (const [asset, type] of [
       ['main.js', 'text/javascript; charset=utf-8'],
-      ['views.js', 'text/javascript; charset=utf-8'],
+      ['call.js', 'text/javascript; charset=utf-8'],
+      ['favicon.svg', 'image/svg+xml'],
       ['style.css', 'text/css; charset=utf-8'],
     ] as const) {
       const answer = await h.app.inject({ method: 'GET', url: `/console/assets/${asset}` });

@@ -324,7 +324,10 @@ describe.skipIf(!hasChromium)('the operator console in Chromium', () => {
 
       // The runs page and a run's page with its live events, and the workers page.
       await ana.page.goto(`${s.base}/console#/runs/${runId}`);
-      await ana.page.getByText('run.status').first().waitFor();
+      // Its events as a timeline: what happened in words, who, and the raw event only on demand.
+      await ana.page.locator('.event-what', { hasText: 'Now completed' }).waitFor();
+      await ana.page.locator('.event-meta', { hasText: '· worker ' }).first().waitFor();
+      expect(await ana.page.locator('.event details[open]').count()).toBe(0);
       await ana.page.getByRole('link', { name: 'Runs', exact: true }).click();
       await ana.page.getByRole('link', { name: runId }).waitFor();
       if (kind === 'sqlite') await ana.shot('runs');

@@ -6,6 +6,8 @@ import { TENANT, type ApiHarness } from './harness.js';
 export interface Seeds {
   /** An indeterminate call (resolvable). */
   readonly unknownKey: string;
+  /** An indeterminate call of a tool with a reconcile hook (its hook can be asked). */
+  readonly reconcilableKey: string;
   /** A completed call of a tool with a compensation hook (compensable). */
   readonly completedKey: string;
   /** A run waiting for approval (cancellable), and its pending approval. */
@@ -65,6 +67,29 @@ export const ENDPOINTS: readonly Endpoint[] = [
     kind: 'record',
     path: (s) => `/v1/tool-executions/${enc(s.unknownKey)}/resolve`,
     body: () => ({ status: 'failed', reason: 'checked the billing console' }),
+  },
+  {
+    method: 'POST',
+    route: '/v1/tool-executions/:key/reconcile',
+    role: 'operator',
+    kind: 'record',
+    path: (s) => `/v1/tool-executions/${enc(s.reconcilableKey)}/reconcile`,
+  },
+  {
+    method: 'POST',
+    route: '/v1/tool-executions/resolve',
+    role: 'operator',
+    kind: 'self',
+    path: () => '/v1/tool-executions/resolve',
+    body: (s) => ({ keys: [s.unknownKey], status: 'failed', reason: 'checked the billing console' }),
+  },
+  { method: 'GET', route: '/v1/incidents', role: 'viewer', kind: 'self', path: () => '/v1/incidents?q=acct' },
+  {
+    method: 'GET',
+    route: '/v1/loop-runs/:run_id',
+    role: 'viewer',
+    kind: 'record',
+    path: (s) => `/v1/loop-runs/${s.unknownKey.split(':')[0] ?? ''}`,
   },
   {
     method: 'POST',
@@ -226,6 +251,7 @@ export const ENDPOINTS: readonly Endpoint[] = [
 /** Acme's records for the endpoints to point at. */
 export async function seed(h: ApiHarness): Promise<Seeds> {
   const unknown = await h.seedCall('indeterminate');
+  const reconcilable = await h.seedCall('indeterminate', { toolName: 'checked_credit' });
   const completed = await h.seedCall('completed');
   const runId = await h.drivenRun('approval-agent');
   const [approval] = await h.store.runs.approvalsOfRun(TENANT, runId);
@@ -237,6 +263,7 @@ export async function seed(h: ApiHarness): Promise<Seeds> {
   const pausedWorkflowRunId = await pausedWorkflowRun(h);
   return {
     unknownKey: unknown.idempotencyKey,
+    reconcilableKey: reconcilable.idempotencyKey,
     completedKey: completed.idempotencyKey,
     runId,
     approvalKey: approval!.idempotencyKey,

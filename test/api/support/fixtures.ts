@@ -28,6 +28,7 @@ export interface Fixtures {
     readonly credit: Tool;
     readonly slowWrite: Tool;
     readonly approvedCredit: Tool;
+    readonly checkedCredit: Tool;
   };
   readonly agents: readonly Agent[];
 }
@@ -79,6 +80,26 @@ export function apiFixtures(): Fixtures {
       return { receipt: `ap_${ctx.idempotencyKey}` };
     },
   });
+  // A credit whose reconcile hook looks its key up in the books: found, it took effect; else unknown.
+  const checkedCredit = defineTool({
+    name: 'checked_credit',
+    description: 'Credit an account; its reconcile hook looks the key up in the billing books',
+    input: amount,
+    effect: external(),
+    downstream: 'billing',
+    execute: (_args, ctx: ToolContext) => {
+      downstream.credits.push(ctx.idempotencyKey);
+      return { receipt: `ck_${ctx.idempotencyKey}` };
+    },
+    reconcile: (record) =>
+      downstream.credits.includes(record.idempotencyKey)
+        ? {
+            status: 'completed',
+            value: { receipt: `ck_${record.idempotencyKey}` },
+            resultReference: `ck_${record.idempotencyKey}`,
+          }
+        : { status: 'unknown', reason: `no credit under ${record.idempotencyKey} in the books yet` },
+  });
   const oneCall = (name: string, tool: Tool, input: unknown, pause = false): Agent =>
     defineAgent({
       name,
@@ -90,11 +111,12 @@ export function apiFixtures(): Fixtures {
   const args = { accountId: 'acct_1', amountCents: 2500 };
   return {
     downstream,
-    tools: { credit, slowWrite, approvedCredit },
+    tools: { credit, slowWrite, approvedCredit, checkedCredit },
     agents: [
       oneCall('credit-agent', credit, args),
       oneCall('slow-agent', slowWrite, { accountId: 'acct_1' }, true),
       oneCall('approval-agent', approvedCredit, args),
+      oneCall('checked-agent', checkedCredit, args),
       // The same credit twice: the second call repeats the first, so it waits for an approval.
       defineAgent({
         name: 'repeat-agent',
