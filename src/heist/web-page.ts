@@ -60,6 +60,7 @@ th, td { text-align: left; padding: 0.25rem 1rem 0.25rem 0; border-bottom: 1px s
 .story .who { color: var(--muted); }
 code, .key { font-family: ui-monospace, monospace; font-size: 0.85rem; overflow-wrap: anywhere; }
 #status { color: var(--muted); min-height: 1.5em; }
+main section { scroll-margin-top: 3rem; }
 #hud { position: sticky; top: 0; background: var(--paper); border-bottom: 1px solid var(--line); padding: 0.4rem 0; margin: 0; }
 select { font: inherit; margin-left: 0.5rem; max-width: 100%; }
 .question { display: block; margin-top: 0.4rem; }

@@ -28,9 +28,7 @@ const SHOTS = process.env.ONCELY_HEIST_SCREENSHOTS === '1' ? join(ROOT, 'docs', 
 async function shot(page: Page, name: string, section: string): Promise<void> {
   if (SHOTS === undefined) return;
   mkdirSync(SHOTS, { recursive: true });
-  await page
-    .locator(section)
-    .evaluate((e) => window.scrollTo(0, e.getBoundingClientRect().top + window.scrollY - 48));
+  await page.evaluate(`document.querySelector('${section}').scrollIntoView({ block: 'start' })`);
   await page.screenshot({ path: join(SHOTS, `${name}.png`) });
 }
 
