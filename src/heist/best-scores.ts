@@ -46,7 +46,7 @@ export function rememberScore(
     score: score.score,
     cleared: score.levelsCleared,
     levels: score.levels,
-    seconds: Math.round(score.elapsedMs / 1_000),
+    seconds: Math.floor(score.elapsedMs / 1_000),
     at: at.toISOString(),
   };
   const best = [...readBestScores(file), entry]

@@ -111,7 +111,7 @@ function bests() {
 
 // Keeps a finished game's score among this browser's five best; answers whether it is the best.
 function remember(score) {
-  const entry = { score: score.score, cleared: score.levelsCleared, levels: score.levels, seconds: Math.round(score.elapsedMs / 1000), at: new Date().toISOString() };
+  const entry = { score: score.score, cleared: score.levelsCleared, levels: score.levels, seconds: Math.floor(score.elapsedMs / 1000), at: new Date().toISOString() };
   const list = [...bests(), entry].sort((a, b) => b.score - a.score || a.seconds - b.seconds).slice(0, 5);
   localStorage.setItem(BEST, JSON.stringify(list));
   return list[0] === entry;

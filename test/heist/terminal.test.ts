@@ -26,6 +26,8 @@ if (!hasTmux) {
 
 const SOCKET = `oncely-heist-${process.pid}`;
 const SESSION = 'heist';
+/** The session the helpers look at and type into. */
+let session = SESSION;
 
 function tmux(...args: string[]): string {
   return execFileSync('tmux', ['-L', SOCKET, ...args], { encoding: 'utf8' });
@@ -33,7 +35,7 @@ function tmux(...args: string[]): string {
 
 /** What the terminal shows now (scroll-back included, joined where lines wrapped). */
 function screen(): string {
-  return tmux('capture-pane', '-p', '-J', '-t', SESSION, '-S', '-300');
+  return tmux('capture-pane', '-p', '-J', '-t', session, '-S', '-300');
 }
 
 function screenShows(pattern: RegExp, ms: number): Promise<string> {
@@ -51,7 +53,7 @@ function screenShows(pattern: RegExp, ms: number): Promise<string> {
 }
 
 function press(key: string): void {
-  tmux('send-keys', '-t', SESSION, key);
+  tmux('send-keys', '-t', session, key);
 }
 
 /** The section of a result screen between `title` and the next blank-line-separated heading. */
@@ -161,9 +163,12 @@ describe.runIf(hasTmux)('oncely heist in a terminal', () => {
   }, 600_000);
 
   it('q on a level quits to the scoreboard', async () => {
-    spawnSync('tmux', ['-L', SOCKET, 'kill-session', '-t', SESSION]);
     const command = `cd '${ROOT}' && ONCELY_HEIST_SCORES='${scores}' '${process.execPath}' dist/cli/main.js heist --level 2; echo "EXIT=$?"; sleep 600`;
-    tmux('new-session', '-d', '-s', SESSION, '-x', '120', '-y', '50', command);
+    // The new session first, then the old one goes: the tmux server never runs out of sessions (it
+    // would exit, and a session started as it exits is lost).
+    tmux('new-session', '-d', '-s', 'heist-q', '-x', '120', '-y', '50', command);
+    spawnSync('tmux', ['-L', SOCKET, 'kill-session', '-t', SESSION]);
+    session = 'heist-q';
     await screenShows(/H E I S T/, 20_000);
     press('Enter');
     await screenShows(new RegExp(`Level 2 of ${LEVELS.length} \u00b7 Still on its way`), 20_000);
