@@ -1,5 +1,7 @@
 import Database from 'better-sqlite3';
-import { existsSync, mkdirSync } from 'node:fs';
+import { execFileSync, spawn } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
 import { chromium, type Browser, type Page } from 'playwright-core';
@@ -244,6 +246,96 @@ describe('the Heist HTTP API', () => {
     expect(over.over).toBe(true);
     const late = await post(`/heist/api/games/${game.gameId}/plays`, { trick: 'approve-other-amount' });
     expect(late.status).toBe(409);
+  }, 60_000);
+});
+
+/** The pids of a process's children (none when it has none, or is gone). */
+function childrenOf(pid: number): number[] {
+  try {
+    return execFileSync('ps', ['-o', 'pid=', '--ppid', String(pid)], { encoding: 'utf8' })
+      .split('\n')
+      .filter((l) => l.trim() !== '')
+      .map(Number);
+  } catch {
+    return [];
+  }
+}
+
+/** Whether a process runs (a zombie, dead and not yet reaped by its new parent, does not). */
+const alive = (pid: number): boolean => {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return !/^\d+ \(.*\) Z /.test(stat);
+  } catch {
+    return false;
+  }
+};
+
+describe('a play leaves no process behind', () => {
+  it('a quiet bot process (nothing to write, so no broken pipe to end it) exits when its parent is gone', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'oncely-heist-orphan-'));
+    const jobs = join(dir, 'jobs.json');
+    writeFileSync(jobs, JSON.stringify({ jobs: [], claims: {}, done: {} }));
+    const options = {
+      stateFile: jobs,
+      paymentsUrl: 'http://127.0.0.1:9',
+      name: 'naive-1',
+      claimMs: 1_000,
+      thinkMs: 0,
+    };
+    const main = join(ROOT, 'dist', 'heist', 'naive-main.js');
+    // A parent that starts the bot with no pipes to it, says its pid, and waits.
+    const script =
+      `const c = require('node:child_process').spawn(process.execPath, ${JSON.stringify([main, JSON.stringify(options)])}, { stdio: 'ignore' });` +
+      `console.log(c.pid); setInterval(() => undefined, 1000);`;
+    const parent = spawn(process.execPath, ['-e', script], { stdio: ['ignore', 'pipe', 'inherit'] });
+    try {
+      let out = '';
+      parent.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
+      const bot = await waitFor(
+        'the bot\u2019s pid',
+        () => Promise.resolve(/^(\d+)\n/.exec(out)?.[1]),
+        10_000,
+      );
+      await new Promise((resolve) => setTimeout(resolve, 1_000));
+      expect(alive(Number(bot))).toBe(true);
+      parent.kill('SIGKILL');
+      await waitFor('the bot to exit', () => Promise.resolve(!alive(Number(bot)) || undefined), 5_000);
+    } finally {
+      parent.kill('SIGKILL');
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 30_000);
+
+  it('the bots exit when the game that started them is killed outright (SIGKILL)', async () => {
+    const { proc, base } = await heistServer(['--level', '3']);
+    try {
+      const game = (await (await fetch(`${base}/heist/api/games`, { method: 'POST' })).json()) as {
+        gameId: string;
+      };
+      // The crash trick's naive bot, with its thinking time, is a process of the server's.
+      const playing = fetch(`${base}/heist/api/games/${game.gameId}/plays`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ trick: 'crash-after-payment', choice: 'before-payment' }),
+      }).catch(() => undefined);
+      const pid = proc.child.pid ?? 0;
+      const bots = await waitFor(
+        'the play to start a bot process',
+        () => Promise.resolve(childrenOf(pid).length > 0 ? childrenOf(pid) : undefined),
+        20_000,
+        10,
+      );
+      proc.child.kill('SIGKILL');
+      await playing;
+      await waitFor(
+        'the bots to exit',
+        () => Promise.resolve(bots.every((b) => !alive(b)) || undefined),
+        5_000,
+      );
+    } finally {
+      await proc.stop();
+    }
   }, 60_000);
 });
 
