@@ -2,10 +2,11 @@ import { Command, InvalidArgumentError } from 'commander';
 import Fastify from 'fastify';
 import { serializerCompiler, validatorCompiler } from 'fastify-type-provider-zod';
 import { routeNotFound, sendError } from '../api/http-errors.js';
+import { defaultScoresFile } from '../heist/best-scores.js';
 import { dollars } from '../heist/brain.js';
 import { HeistGame, LEVELS, describeTrick } from '../heist/game.js';
 import { playInTerminal, scoreLines } from '../heist/terminal.js';
-import { heistRoutes } from '../heist/web.js';
+import { DEFAULT_MAX_PLAYS, heistRoutes } from '../heist/web.js';
 import { createLogger } from './logger.js';
 import { stopped } from './signals.js';
 
@@ -16,6 +17,16 @@ interface HeistFlags {
   level?: number[];
   auto?: boolean;
   json?: boolean;
+  plays: number;
+  scoresFile?: string;
+}
+
+function playsNumber(value: string): number {
+  const plays = Number(value);
+  if (!Number.isInteger(plays) || plays < 1 || plays > 16) {
+    throw new InvalidArgumentError('--plays must be a whole number, 1-16');
+  }
+  return plays;
 }
 
 function levelList(value: string): number[] {
@@ -45,13 +56,26 @@ export function heistCommand(): Command {
     .option('--web', 'play in the browser: serve the game at http://HOST:PORT/heist')
     .option('--host <host>', 'with --web, the address to listen on', '127.0.0.1')
     .option('--port <port>', 'with --web, the port (0: any free port)', portNumber, 4600)
+    .option(
+      '--plays <n>',
+      'with --web, tricks played at once (each starts processes of its own; one more answers 429)',
+      playsNumber,
+      DEFAULT_MAX_PLAYS,
+    )
+    .option(
+      '--scores-file <path>',
+      'in the terminal, where the best scores are kept (default $ONCELY_HEIST_SCORES, else ~/.oncely/heist-scores.json)',
+    )
     .option('--level <n,...>', 'play only these levels', levelList)
     .option('--auto', "no keys: play each level's first trick and print what happened")
     .option('--json', 'with --auto, print the plays and the scoreboard as JSON')
     .action(async (flags: HeistFlags) => {
       if (flags.web === true) return serveHeist(flags);
       if (flags.auto === true) return autoPlay(flags);
-      const score = await playInTerminal(flags.level === undefined ? {} : { levels: flags.level });
+      const score = await playInTerminal({
+        ...(flags.level === undefined ? {} : { levels: flags.level }),
+        scoresFile: flags.scoresFile ?? defaultScoresFile(),
+      });
       if (!score.held || score.broken > 0) process.exitCode = 1;
     });
 }
@@ -97,7 +121,7 @@ async function serveHeist(flags: HeistFlags): Promise<void> {
   app.setErrorHandler((error, request, reply) => sendError(error, request, reply));
   app.setNotFoundHandler((request, reply) => sendError(routeNotFound(request), request, reply));
   app.get('/', { schema: { hide: true } }, (_request, reply) => reply.redirect('/heist', 302));
-  heistRoutes(app, flags.level === undefined ? {} : { levels: flags.level });
+  heistRoutes(app, { ...(flags.level === undefined ? {} : { levels: flags.level }), maxPlays: flags.plays });
   const address = await app.listen({ host: flags.host, port: flags.port });
   process.stdout.write(`Heist the Agent: open ${address}/heist (Ctrl-C stops)\n`);
   log.info({ address }, 'serving Heist the Agent');

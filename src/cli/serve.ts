@@ -123,9 +123,10 @@ export function serveCommand(): Command {
     )
     .option('--create', 'create the SQLite database if there is none (a first run; else STORE_NOT_FOUND)')
     .option(
-      '--no-heist',
-      'do not serve the Heist the Agent game at /heist (it plays its tricks in processes and services of ' +
-        'its own on loopback, never on this store)',
+      '--heist',
+      'also serve the Heist the Agent game at /heist, without API keys (off by default: its plays start ' +
+        'processes and services of their own on loopback, never on this store; one play at a time)',
+      false,
     )
     .addOption(graceOption())
     .action(serve);

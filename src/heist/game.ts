@@ -1,7 +1,8 @@
 import { OncelyError, errorInfo } from '../errors/index.js';
 import { dollars } from './brain.js';
 import { PennyStage, Stage, type Line } from './stage.js';
-import { trick, type TrickId } from './tricks.js';
+import { stoppedBy, type ApprovalStory, type CallStory, type StoppedBy } from './stopped-by.js';
+import { choiceLabel, choiceOf, trick, type TrickId, type TrickQuestion } from './tricks.js';
 
 /*
  * Heist the Agent: levels, a budget of tricks per level, each trick played against the naive bot and
@@ -115,27 +116,7 @@ export interface Payout {
   readonly key: string | null;
 }
 
-/** One ledger record of Penny's, and its history. */
-export interface CallStory {
-  readonly key: string;
-  readonly tool: string;
-  readonly args: unknown;
-  readonly status: string;
-  readonly attempt: number;
-  readonly history: readonly string[];
-}
-
-/** An approval Penny's run asked for, and how it was decided. */
-export interface ApprovalStory {
-  readonly key: string;
-  readonly tool: string;
-  readonly args: unknown;
-  /** The earlier call this one repeats (an approval asked for a repeat); null for a tool's own approval. */
-  readonly repeatOf: string | null;
-  readonly status: string;
-  readonly decidedBy: string | null;
-  readonly reason: string | null;
-}
+export type { ApprovalStory, CallStory } from './stopped-by.js';
 
 export interface PlayResult {
   readonly bot: 'naive' | 'penny';
@@ -153,6 +134,8 @@ export interface PlayResult {
   readonly approvals: readonly ApprovalStory[];
   /** The level's goal was reached against this bot. */
   readonly goalMet: boolean;
+  /** Penny's plays: the line of her ledger that stopped the heist, quoted from it (null for the naive bot). */
+  readonly stoppedBy: StoppedBy | null;
   /** Set when the play itself broke (not a rule of the game). */
   readonly error?: string;
 }
@@ -160,6 +143,13 @@ export interface PlayResult {
 export interface TrickPlay {
   readonly level: number;
   readonly trick: TrickId;
+  /** The player's answer to the trick's question ('' when it asks none), and its label. */
+  readonly choice: string;
+  readonly choiceLabel: string | null;
+  /** How long the player took to choose (since the level was shown, or their last play ended). */
+  readonly thinkingMs: number;
+  /** What the play scored (see SCORING). */
+  readonly points: number;
   readonly naive: PlayResult;
   readonly penny: PlayResult;
 }
@@ -179,12 +169,35 @@ export interface Scoreboard {
   readonly held: boolean;
   /** The scoreboard's last word, from the figures above. */
   readonly verdict: string;
+  /** The player's score: the sum of the plays' points. */
+  readonly score: number;
+  /** The time on the clock since the game began (stopped when it ended). */
+  readonly elapsedMs: number;
+}
+
+/**
+ * Points: a level cleared (its goal reached against the naive bot) is worth `clear`, `firstTry` more
+ * on the level's first play, and `perSecond` for each second under `parSeconds` the player took to
+ * choose. A heist that worked on Penny is worth `pennyHeist` (and is a bug in oncely: report it).
+ */
+export const SCORING = { clear: 100, firstTry: 50, parSeconds: 30, perSecond: 2, pennyHeist: 1_000 } as const;
+
+export function pointsFor(play: {
+  readonly clears: boolean;
+  readonly firstTry: boolean;
+  readonly thinkingMs: number;
+  readonly pennyHeist: boolean;
+}): number {
+  const seconds = Math.floor(play.thinkingMs / 1_000);
+  const quick = Math.max(0, SCORING.parSeconds - seconds) * SCORING.perSecond;
+  const cleared = play.clears ? SCORING.clear + (play.firstTry ? SCORING.firstTry : 0) + quick : 0;
+  return cleared + (play.pennyHeist ? SCORING.pennyHeist : 0);
 }
 
 const standing = (payouts: readonly Payout[]): Payout[] => payouts.filter((p) => !p.voided);
 
 /** Whether the goal was reached, from the books and the bot's records alone. */
-export function goalMet(goal: Goal, result: Omit<PlayResult, 'goalMet'>): boolean {
+export function goalMet(goal: Goal, result: Omit<PlayResult, 'goalMet' | 'stoppedBy'>): boolean {
   const paid = standing(result.payouts);
   switch (goal) {
     case 'paid-twice':
@@ -204,8 +217,10 @@ export async function playTrick(
   bot: 'naive' | 'penny',
   goal: Goal,
   onLine: LineListener = () => undefined,
+  choice?: string,
 ): Promise<PlayResult> {
   const t = trick(id);
+  const answer = choiceOf(t, choice);
   const tell = (line: Line): void => onLine(bot, line);
   let stage: Stage | undefined;
   let recorded = 0;
@@ -216,14 +231,14 @@ export async function playTrick(
   try {
     if (bot === 'naive') {
       stage = await Stage.open(tell);
-      recorded = await t.naive(stage);
+      recorded = await t.naive(stage, answer);
     } else {
       const penny = await PennyStage.openPenny(tell, {
         ...(t.approval === true ? { approval: true } : {}),
         inProcess: t.processes !== true,
       });
       stage = penny;
-      const runId = await t.penny(penny);
+      const runId = await t.penny(penny, answer);
       ledger = await pennyLedger(penny, runId);
       heard = heardIn(await penny.messages(runId));
       approvals = await pennyApprovals(penny, runId);
@@ -252,7 +267,11 @@ export async function playTrick(
     ...(error === undefined ? {} : { error }),
   };
   await stage?.close().catch(() => undefined);
-  return { ...base, goalMet: goalMet(goal, base) };
+  return {
+    ...base,
+    goalMet: goalMet(goal, base),
+    stoppedBy: bot === 'penny' && error === undefined ? stoppedBy(base) : null,
+  };
 }
 
 async function pennyLedger(stage: PennyStage, runId: string): Promise<CallStory[]> {
@@ -267,6 +286,7 @@ async function pennyLedger(stage: PennyStage, runId: string): Promise<CallStory[
       const what = e.kind === 'transition' ? (e.to ?? '') : e.kind;
       return `${what} (${actor})${e.reason === null ? '' : `: ${e.reason}`}`;
     }),
+    actors: history.map((e) => e.actor.kind),
   }));
 }
 
@@ -310,12 +330,30 @@ export class HeistGame {
   #index = 0;
   #spent = 0;
   #cleared = new Set<number>();
+  #startedAt: number;
+  #endedAt: number | undefined;
+  /** Since when the player has been choosing: the level was shown, or their last play ended. */
+  #choosingSince: number;
 
   constructor(
     readonly levels: readonly Level[] = LEVELS,
     private readonly onLine: LineListener = () => undefined,
+    private readonly now: () => number = Date.now,
   ) {
     if (levels.length === 0) throw new Error('a game has at least one level');
+    this.#startedAt = now();
+    this.#choosingSince = this.#startedAt;
+  }
+
+  /** Starts the clock again (the player has only now seen the first level). */
+  begin(): void {
+    this.#startedAt = this.now();
+    this.#choosingSince = this.#startedAt;
+  }
+
+  /** The time on the clock since the game began; it stops when the game is over. */
+  get elapsedMs(): number {
+    return (this.#endedAt ?? this.now()) - this.#startedAt;
   }
 
   get level(): Level | undefined {
@@ -336,8 +374,8 @@ export class HeistGame {
     return level !== undefined && this.#cleared.has(level.number);
   }
 
-  /** The current level, if trick `id` may be played on it now; else `HEIST_MOVE_INVALID`. */
-  playable(id: TrickId): Level {
+  /** The current level, if trick `id` (with `choice`) may be played on it now; else `HEIST_MOVE_INVALID`. */
+  playable(id: TrickId, choice?: string): Level {
     const level = this.level;
     if (level === undefined) throw new OncelyError('HEIST_MOVE_INVALID', 'the game is over');
     if (!level.tricks.includes(id)) {
@@ -349,18 +387,43 @@ export class HeistGame {
     if (this.tricksLeft <= 0) {
       throw new OncelyError('HEIST_MOVE_INVALID', `no tricks left on level ${level.number}; move on`);
     }
+    choiceOf(trick(id), choice);
     return level;
   }
 
-  /** Plays trick `id` of the current level against the naive bot, then against Penny. */
-  async play(id: TrickId): Promise<TrickPlay> {
-    const level = this.playable(id);
+  /**
+   * Plays trick `id` of the current level, with the player's answer to its question (its preset when
+   * none), against the naive bot, then against Penny; scores it.
+   */
+  async play(id: TrickId, choice?: string): Promise<TrickPlay> {
+    const level = this.playable(id, choice);
+    const t = trick(id);
+    const answer = choiceOf(t, choice);
+    const thinkingMs = Math.max(0, this.now() - this.#choosingSince);
+    const firstTry = this.#spent === 0;
+    const wasCleared = this.#cleared.has(level.number);
     this.#spent += 1;
-    const naive = await playTrick(id, 'naive', level.goal, this.onLine);
-    const penny = await playTrick(id, 'penny', level.goal, this.onLine);
+    const naive = await playTrick(id, 'naive', level.goal, this.onLine, answer);
+    const penny = await playTrick(id, 'penny', level.goal, this.onLine, answer);
     if (naive.goalMet) this.#cleared.add(level.number);
-    const play = { level: level.number, trick: id, naive, penny };
+    const points = pointsFor({
+      clears: naive.goalMet && !wasCleared,
+      firstTry,
+      thinkingMs,
+      pennyHeist: penny.goalMet,
+    });
+    const play: TrickPlay = {
+      level: level.number,
+      trick: id,
+      choice: answer,
+      choiceLabel: choiceLabel(t, answer) ?? null,
+      thinkingMs,
+      points,
+      naive,
+      penny,
+    };
     this.plays.push(play);
+    this.#choosingSince = this.now();
     return play;
   }
 
@@ -369,6 +432,8 @@ export class HeistGame {
     if (this.over) throw new OncelyError('HEIST_MOVE_INVALID', 'the game is over');
     this.#index += 1;
     this.#spent = 0;
+    this.#choosingSince = this.now();
+    if (this.over) this.#endedAt = this.now();
     return !this.over;
   }
 
@@ -390,6 +455,8 @@ export class HeistGame {
       pennyGoalsMet,
       broken,
       held,
+      score: count((p) => p.points),
+      elapsedMs: this.elapsedMs,
       verdict:
         broken > 0
           ? `${broken} play(s) broke (their screens say why): the score is not a verdict on Penny.`
@@ -400,8 +467,13 @@ export class HeistGame {
   }
 }
 
-/** The trick's name, what the player does and why it fails against Penny. */
-export function describeTrick(id: TrickId): { name: string; how: string; lesson: string } {
-  const { name, how, lesson } = trick(id);
-  return { name, how, lesson };
+/** The trick's name, what the player does, why it fails against Penny, and its question if any. */
+export function describeTrick(id: TrickId): {
+  name: string;
+  how: string;
+  lesson: string;
+  question: TrickQuestion | null;
+} {
+  const { name, how, lesson, question } = trick(id);
+  return { name, how, lesson, question: question ?? null };
 }

@@ -6,6 +6,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { z } from 'zod/v4';
 import { naivePay, readState, writeState } from './naive.js';
+import { exitWithParent } from './orphan.js';
 
 const optionsSchema = z.strictObject({
   stateFile: z.string().min(1),
@@ -19,6 +20,7 @@ async function main(): Promise<void> {
   const options = optionsSchema.parse(JSON.parse(process.argv[2] ?? '{}'));
   const say = (line: string): void => void process.stdout.write(`${options.name}: ${line}\n`);
   say('ready');
+  exitWithParent();
   for (let round = 0; round < 6_000; round += 1) {
     const state = readState(options.stateFile);
     const job = state.jobs.find((j) => {

@@ -6,6 +6,7 @@ import { z } from 'zod/v4';
 import { openRuntime } from '../runs/index.js';
 import { openStore } from '../store/index.js';
 import { startWorker } from '../worker/index.js';
+import { exitWithParent } from './orphan.js';
 import { LANDING_MARGIN_MS, pennyAgent } from './penny.js';
 
 const optionsSchema = z.strictObject({
@@ -40,6 +41,7 @@ async function main(): Promise<void> {
     heartbeatMs: Math.max(100, Math.floor(options.leaseMs / 3)),
   });
   process.stdout.write(`ready ${options.owner} ${process.pid}\n`);
+  exitWithParent();
   const stop = async (): Promise<void> => {
     await worker.stop();
     await runtime.close({ timeoutMs: 2_000 });

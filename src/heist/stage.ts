@@ -72,7 +72,7 @@ export class Stage {
   /** Starts a naive bot process on the job file. */
   naiveProcess(name: string, options: { stateFile: string; claimMs: number; thinkMs: number }): DrillProcess {
     const args = { ...options, name, paymentsUrl: this.payments.url };
-    const proc = new DrillProcess(name, [NAIVE_MAIN, JSON.stringify(args)], {});
+    const proc = new DrillProcess(name, [NAIVE_MAIN, JSON.stringify(args)], { ONCELY_CRASH_AT: '' });
     this.processes.push(proc);
     return proc;
   }
@@ -98,6 +98,8 @@ export class Stage {
 export interface PennyProcessOptions {
   readonly leaseMs?: number;
   readonly thinkMs?: number;
+  /** An oncely crash point the process dies at (SIGKILL), the first time it reaches it. */
+  readonly crashAt?: string;
 }
 
 /**
@@ -168,7 +170,8 @@ export class PennyStage extends Stage {
       thinkMs: options.thinkMs ?? 0,
       approval: this.approval,
     };
-    const proc = new DrillProcess(owner, [PENNY_MAIN, JSON.stringify(args)], {});
+    const env: Record<string, string> = { ONCELY_CRASH_AT: options.crashAt ?? '' };
+    const proc = new DrillProcess(owner, [PENNY_MAIN, JSON.stringify(args)], env);
     this.processes.push(proc);
     return proc;
   }

@@ -1,4 +1,5 @@
 import { emitKeypressEvents, createInterface } from 'node:readline';
+import { readBestScores, rememberScore, type BestScore } from './best-scores.js';
 import { dollars } from './brain.js';
 import {
   GOALS,
@@ -11,6 +12,7 @@ import {
   type TrickPlay,
 } from './game.js';
 import type { Line } from './stage.js';
+import type { TrickId } from './tricks.js';
 
 /*
  * The game in a terminal: a screen per moment (title, level, the play as it happens, the result, the
@@ -137,6 +139,14 @@ export interface TerminalGameOptions {
   readonly output?: NodeJS.WriteStream;
   /** Play these levels only (numbers), in order. */
   readonly levels?: readonly number[];
+  /** Where the best scores are kept (a JSON file); none kept when undefined. */
+  readonly scoresFile?: string;
+}
+
+/** m:ss */
+export function clockText(ms: number): string {
+  const seconds = Math.floor(ms / 1_000);
+  return `${Math.floor(seconds / 60)}:${String(seconds % 60).padStart(2, '0')}`;
 }
 
 /** Plays the game in the terminal until the last level or `q`; answers the scoreboard. */
@@ -161,36 +171,76 @@ export async function playInTerminal(options: TerminalGameOptions = {}): Promise
     const who = (line.who === 'bot' ? (bot === 'penny' ? 'Penny' : 'naive bot') : WHO[line.who]).padStart(10);
     screen.write(`${screen.paint(who, line.who === 'game' ? 'magenta' : 'cyan')}  ${line.text}`);
   });
+  const best = (): BestScore | undefined =>
+    options.scoresFile === undefined ? undefined : readBestScores(options.scoresFile)[0];
+  const done = (): Scoreboard => finish(screen, game, options.scoresFile);
   try {
     screen.clear();
     screen.write(title(screen));
-    if ((await keys.next()) === 'quit') return finish(screen, game);
+    if ((await keys.next()) === 'quit') return done();
+    game.begin();
     while (!game.over) {
       const level = game.level;
       if (level === undefined) break;
       screen.clear();
-      screen.write(levelScreen(screen, game, level));
+      screen.write(levelScreen(screen, game, level, best()));
       const key = await keys.next();
-      if (key === 'quit' || key === 'q') return finish(screen, game);
+      if (key === 'quit' || key === 'q') return done();
       if (key === 'n') {
         game.next();
         continue;
       }
-      const choice = level.tricks[Number(key) - 1];
-      if (choice === undefined || game.tricksLeft <= 0) continue;
+      const trick = level.tricks[Number(key) - 1];
+      if (trick === undefined || game.tricksLeft <= 0) continue;
+      const answer = await ask(screen, keys, level, trick);
+      if (answer.kind === 'quit') return done();
+      if (answer.kind === 'back') continue;
       screen.clear();
-      screen.write(screen.paint(`Level ${level.number} \u00b7 ${describeTrick(choice).name}`, 'bold'));
+      screen.write(screen.paint(`Level ${level.number} \u00b7 ${describeTrick(trick).name}`, 'bold'));
       showing = undefined;
-      const play = await game.play(choice);
+      const play = await game.play(trick, answer.choice);
       keys.drop();
       screen.write(['', ...resultScreen(screen, level, play)]);
       const after = await keys.next();
-      if (after === 'quit' || after === 'q') return finish(screen, game);
+      if (after === 'quit' || after === 'q') return done();
       if (game.tricksLeft <= 0 || game.cleared) game.next();
     }
-    return finish(screen, game);
+    return done();
   } finally {
     keys.close();
+  }
+}
+
+/**
+ * The trick's question, when it has one: a number picks an answer, Enter its preset, Esc or b goes
+ * back to the level. Undefined for a trick that asks nothing.
+ */
+async function ask(
+  screen: Screen,
+  keys: Keys,
+  level: Level,
+  trick: TrickId,
+): Promise<{ kind: 'play'; choice?: string } | { kind: 'quit' } | { kind: 'back' }> {
+  const { name, question } = describeTrick(trick);
+  if (question === null) return { kind: 'play' };
+  const preset = question.choices.find((c) => c.id === question.preset);
+  screen.clear();
+  screen.write([
+    screen.paint(`Level ${level.number} \u00b7 ${name}`, 'bold'),
+    '',
+    `  ${screen.paint(question.prompt, 'yellow')}`,
+    '',
+    ...question.choices.map((c, i) => `  ${screen.paint(`[${i + 1}]`, 'bold')} ${c.label}`),
+    '',
+    `  ${screen.paint('[Enter]', 'bold')} ${preset?.label ?? ''}    ${screen.paint('[b]', 'bold')} back    ${screen.paint('[q]', 'bold')} quit`,
+  ]);
+  for (;;) {
+    const key = await keys.next();
+    if (key === 'quit' || key === 'q') return { kind: 'quit' };
+    if (key === 'b' || key === '\u001b') return { kind: 'back' };
+    if (key === 'enter') return { kind: 'play', choice: question.preset };
+    const picked = question.choices[Number(key) - 1];
+    if (picked !== undefined) return { kind: 'play', choice: picked.id };
   }
 }
 
@@ -213,9 +263,10 @@ function title(screen: Screen): string[] {
   ];
 }
 
-function levelScreen(screen: Screen, game: HeistGame, level: Level): string[] {
+function levelScreen(screen: Screen, game: HeistGame, level: Level, best: BestScore | undefined): string[] {
   const lines = [
     screen.paint(`Level ${level.number} of ${LEVELS.length} \u00b7 ${level.title}`, 'bold'),
+    `  Score ${screen.paint(String(game.scoreboard().score), 'bold')} \u00b7 Time ${clockText(game.elapsedMs)} \u00b7 Best ${best === undefined ? '-' : String(best.score)}`,
     '',
     `  Goal: ${screen.paint(GOALS[level.goal], 'yellow')}`,
     ...screen.wrap(level.scene),
@@ -264,6 +315,11 @@ function resultScreen(screen: Screen, level: Level, play: TrickPlay): string[] {
   const lines = [
     screen.paint(`Result \u00b7 level ${level.number} \u00b7 ${describeTrick(play.trick).name}`, 'bold'),
     `  Goal: ${GOALS[level.goal]}`,
+    ...(play.choiceLabel === null ? [] : [`  Your choice: ${play.choiceLabel}`]),
+    screen.paint(
+      `  ${play.points > 0 ? `+${play.points}` : 'No'} points${naive.goalMet ? '' : ': the trick did not work on the naive bot either'}`,
+      'bold',
+    ),
     '',
     col('', 'naive bot', 'Penny on oncely'),
     col('refunds paid', money(naive.payouts), money(penny.payouts)),
@@ -277,6 +333,13 @@ function resultScreen(screen: Screen, level: Level, play: TrickPlay): string[] {
   ];
   for (const broken of [naive, penny].filter((r) => r.error !== undefined)) {
     lines.push(screen.paint(`  the ${broken.bot} play broke: ${broken.error ?? ''}`, 'red'));
+  }
+  lines.push('', screen.paint('  What stopped you', 'bold'));
+  const stopped = penny.stoppedBy;
+  if (stopped === null) lines.push('    Penny made no call this time.');
+  else {
+    lines.push(...screen.wrap(stopped.rule, 4));
+    lines.push(...stopped.quote.map((q) => screen.paint(`    \u2502 ${q}`, 'green')));
   }
   lines.push(
     '',
@@ -315,6 +378,8 @@ function resultScreen(screen: Screen, level: Level, play: TrickPlay): string[] {
 
 export function scoreLines(score: Scoreboard): string[] {
   return [
+    `  Score                       ${score.score}`,
+    `  Time                        ${clockText(score.elapsedMs)}`,
     `  Tricks tried                ${score.tricksTried}`,
     `  Levels cleared              ${score.levelsCleared} of ${score.levels}`,
     `  Refunds owed                ${score.refundsOwed}`,
@@ -325,8 +390,10 @@ export function scoreLines(score: Scoreboard): string[] {
   ];
 }
 
-function finish(screen: Screen, game: HeistGame): Scoreboard {
+function finish(screen: Screen, game: HeistGame, scoresFile: string | undefined): Scoreboard {
   const score = game.scoreboard();
+  const kept =
+    scoresFile === undefined || score.tricksTried === 0 ? undefined : rememberScore(scoresFile, score);
   screen.clear();
   screen.write([
     screen.paint('Scoreboard', 'bold', 'yellow'),
@@ -334,6 +401,16 @@ function finish(screen: Screen, game: HeistGame): Scoreboard {
     ...scoreLines(score),
     '',
     ...screen.wrap(score.verdict),
+    ...(kept === undefined
+      ? []
+      : [
+          '',
+          screen.paint(`  Best scores on this machine${kept.isBest ? ' (a new best!)' : ''}`, 'bold'),
+          ...kept.best.map(
+            (b, i) =>
+              `  ${i + 1}. ${String(b.score).padStart(5)} points \u00b7 ${b.cleared} of ${b.levels} levels \u00b7 ${clockText(b.seconds * 1_000)} \u00b7 ${b.at.slice(0, 10)}`,
+          ),
+        ]),
     '',
   ]);
   return score;

@@ -24,6 +24,23 @@ export const TRICK_IDS = [
 ] as const;
 export type TrickId = (typeof TRICK_IDS)[number];
 
+/** One answer to a trick's question: what the player picks. */
+export interface TrickChoice {
+  readonly id: string;
+  readonly label: string;
+}
+
+/**
+ * The second choice a trick asks for (when to pull the plug, what to say next, how long the service
+ * holds its answer). Each answer is played for real and changes what happens; `preset` is the answer
+ * the level is about, the one Enter picks.
+ */
+export interface TrickQuestion {
+  readonly prompt: string;
+  readonly choices: readonly TrickChoice[];
+  readonly preset: string;
+}
+
 export interface Trick {
   readonly id: TrickId;
   readonly name: string;
@@ -35,10 +52,34 @@ export interface Trick {
   readonly approval?: boolean;
   /** Penny is driven by processes the trick kills or freezes (else by a worker in the game). */
   readonly processes?: boolean;
-  /** Plays it against the naive bot; answers how many refunds the bot itself recorded. */
-  naive(stage: Stage): Promise<number>;
-  /** Plays it against Penny; the run it used. */
-  penny(stage: PennyStage): Promise<string>;
+  /** The trick's second choice, when it has one. */
+  readonly question?: TrickQuestion;
+  /** Plays it against the naive bot with the player's answer; how many refunds the bot itself recorded. */
+  naive(stage: Stage, choice: string): Promise<number>;
+  /** Plays it against Penny with the player's answer; the run it used. */
+  penny(stage: PennyStage, choice: string): Promise<string>;
+}
+
+/** The player's answer to a trick's question: `choice` if it is one of its answers, else its preset. */
+export function choiceOf(t: Trick, choice: string | undefined): string {
+  const question = t.question;
+  if (question === undefined) {
+    if (choice === undefined || choice === '') return '';
+    throw new OncelyError('HEIST_MOVE_INVALID', `${t.id} asks nothing; play it without a choice`);
+  }
+  if (choice === undefined) return question.preset;
+  if (!question.choices.some((c) => c.id === choice)) {
+    throw new OncelyError(
+      'HEIST_MOVE_INVALID',
+      `${t.id} takes one of ${question.choices.map((c) => c.id).join(', ')}; not ${choice}`,
+    );
+  }
+  return choice;
+}
+
+/** The label of a trick's answer, for the screens. */
+export function choiceLabel(t: Trick, choice: string): string | undefined {
+  return t.question?.choices.find((c) => c.id === choice)?.label;
 }
 
 const ASK = 'Hi, please refund order A-1042, $42.';
@@ -66,11 +107,6 @@ async function pennyServes(stage: PennyStage, text: string): Promise<string> {
   return runId;
 }
 
-/** The customer's next message in the same conversation (a run takes it in one write, queued). */
-async function pennyServesAgain(stage: PennyStage, runId: string, text: string): Promise<void> {
-  if (await stage.send(runId, text)) await stage.runReaches(runId, DONE);
-}
-
 /** The customer's first message; answers once Penny's run waits on someone, or is done. */
 async function pennyAnswers(stage: PennyStage, text: string): Promise<string> {
   const runId = await stage.startRun(text);
@@ -86,6 +122,65 @@ async function pendingKey(stage: PennyStage, runId: string): Promise<string> {
   return key;
 }
 
+/** What the customer may say after the first refund: the question of the tricks that talk to the bot. */
+const SAY = {
+  same: 'Please refund order A-1042, $42.',
+  reworded: 'Refund order a1042 please, 42 dollars.',
+  'try-again': 'It failed? Please try again.',
+  'never-arrived': "It didn't arrive. Just send it again: order a1042, 42 dollars.",
+  thanks: 'Thanks, that is all.',
+} as const;
+type Said = keyof typeof SAY;
+
+const sayQuestion = (preset: Said): TrickQuestion => ({
+  prompt: 'What do you say to the bot after its first answer?',
+  choices: Object.entries(SAY).map(([id, label]) => ({ id, label: `"${label}"` })),
+  preset,
+});
+
+const saidLine = (choice: string): string => SAY[choice as Said];
+
+/** The customer's next message; a call held for a supervisor is decided; answers when the run is done. */
+async function pennyFollowUp(stage: PennyStage, runId: string, text: string): Promise<void> {
+  if (!(await stage.send(runId, text))) return;
+  const run = await stage.runReaches(runId, WAITING);
+  if (run.status === 'awaiting_approval') {
+    await supervisorDecides(stage, runId);
+    await stage.runReaches(runId, DONE);
+  }
+}
+
+/**
+ * An unknown call no hook can settle (nothing under its key in the books), handed to an operator:
+ * they look the key up themselves and settle it "failed"; Penny hears it did not take effect.
+ */
+async function operatorSettlesUnknown(stage: PennyStage, runId: string): Promise<void> {
+  const key = await pendingKey(stage, runId);
+  const ana = await stage.operator('ops-ana');
+  await stage.until('the call in the operators\u2019 list of unknown calls', async () => {
+    const unknown = await ana.get<Page<ToolExecution>>('/v1/tool-executions', { status: 'unknown' });
+    return unknown.items.some((c) => c.idempotency_key === key);
+  });
+  const paid = stage.books.some((c) => c.idempotencyKey === key);
+  const reason = paid
+    ? 'found in the payments service\u2019s books'
+    : 'not in the payments service\u2019s books';
+  stage.say('operator', `ops-ana looks ${key} up in the payments service: ${reason}`);
+  await ana.post(`/v1/tool-executions/${encodeURIComponent(key)}/resolve`, {
+    status: paid ? 'completed' : 'failed',
+    reason,
+  });
+}
+
+const HOLD_QUESTION = (brief: number, long: number): TrickQuestion => ({
+  prompt: 'How long does the payments service hold its answer?',
+  choices: [
+    { id: 'brief', label: `${brief} ms (the bots wait 300 ms)` },
+    { id: 'long', label: `${long} ms` },
+  ],
+  preset: 'long',
+});
+
 const timeoutAfterApply: Trick = {
   id: 'timeout-after-apply',
   name: 'Make the payment time out after it applied',
@@ -94,14 +189,15 @@ const timeoutAfterApply: Trick = {
     'A write gets one attempt: a timeout is "unknown" (indeterminate), never "failed", so Penny does ' +
     'not try again. Her reconcile hook looks the idempotency key up at the payments service, finds ' +
     'the refund, and the ledger records it completed with the real receipt.',
-  async naive(stage) {
-    stage.payments.failNext('timeout-after-apply', 1_000);
+  question: HOLD_QUESTION(100, 1_000),
+  async naive(stage, choice) {
+    stage.payments.failNext('timeout-after-apply', choice === 'brief' ? 100 : 1_000);
     const bot = new NaiveBot(stage.payments.url);
     await naiveSays(stage, bot, ASK);
     return bot.records.length;
   },
-  async penny(stage) {
-    stage.payments.failNext('timeout-after-apply', 1_000);
+  async penny(stage, choice) {
+    stage.payments.failNext('timeout-after-apply', choice === 'brief' ? 100 : 1_000);
     return pennyServes(stage, ASK);
   },
 };
@@ -114,58 +210,99 @@ const timeoutBeforeApply: Trick = {
     'A timeout does not mean the request is gone: oncely never runs a key again while an earlier ' +
     'attempt of it may still land. The call waits, "unknown", until its attempt can no longer land; ' +
     'then the reconcile hook finds the late refund and the call is completed, once.',
-  async naive(stage) {
-    stage.payments.failNext('timeout-then-apply', 450);
+  question: HOLD_QUESTION(100, 450),
+  async naive(stage, choice) {
+    stage.payments.failNext('timeout-then-apply', choice === 'brief' ? 100 : 450);
     const bot = new NaiveBot(stage.payments.url);
     await naiveSays(stage, bot, ASK);
     // The first request is still on its way: let it land (the service's own timer) before counting.
     await sleep(300);
     return bot.records.length;
   },
-  async penny(stage) {
-    stage.payments.failNext('timeout-then-apply', 450);
+  async penny(stage, choice) {
+    stage.payments.failNext('timeout-then-apply', choice === 'brief' ? 100 : 450);
     return pennyServes(stage, ASK);
   },
+};
+
+/** When the crash trick pulls the plug, for Penny: the crash point of oncely's own code it arms. */
+const PENNY_CRASH: Readonly<Record<string, string>> = {
+  'before-payment': 'tool.before-execute',
+  'after-record': 'tool.after-record',
 };
 
 const crashAfterPayment: Trick = {
   id: 'crash-after-payment',
   name: 'Crash the bot after the payment, before its record',
-  how: 'The moment the payments service pays, the bot\u2019s process gets a real SIGKILL; a fresh one takes over.',
+  how: 'The bot\u2019s process gets a real SIGKILL at the moment you choose; a fresh one takes over.',
   lesson:
     'Penny reserved the call in the ledger before it ran. The fresh Penny finds the key "started" ' +
     'with no answer, so it does not run it: once the attempt can no longer land, the reconcile hook ' +
-    'finds the refund under the key and the ledger records it, with the real receipt.',
+    'looks the key up, and the ledger records what the payments service did under it (the real receipt; ' +
+    'or, when nothing was paid, an operator who checked settles it "failed" and Penny pays once).',
   processes: true,
-  async naive(stage) {
+  question: {
+    prompt: 'When do you pull the plug?',
+    choices: [
+      { id: 'before-payment', label: 'after the bot took the job, before it sends the payment' },
+      { id: 'after-payment', label: 'after the payment, before the bot writes it down' },
+      { id: 'after-record', label: 'after the bot wrote the refund down' },
+    ],
+    preset: 'after-payment',
+  },
+  async naive(stage, choice) {
     const file = naiveJobs(stage);
     stage.say('customer', ASK);
-    const first = stage.naiveProcess('naive-1', { stateFile: file, claimMs: 1_000, thinkMs: 0 });
-    stage.payments.onApplied = async () => {
-      stage.payments.onApplied = undefined;
+    const thinkMs = choice === 'before-payment' ? 300 : 0;
+    const first = stage.naiveProcess('naive-1', { stateFile: file, claimMs: 1_000, thinkMs });
+    const killed = (what: string) => async (): Promise<void> => {
       await first.kill();
-      stage.say('game', `SIGKILL naive-1 (pid ${first.pid}): the refund was paid, the bot never heard it`);
+      stage.say('game', `SIGKILL naive-1 (pid ${first.pid}) ${what}`);
     };
+    if (choice === 'after-payment') {
+      stage.payments.onApplied = async () => {
+        stage.payments.onApplied = undefined;
+        await killed('the moment the refund was paid: the bot never heard it')();
+      };
+    } else {
+      const moment = choice === 'before-payment' ? /claimed job_1/ : /recorded job_1/;
+      await first.waitFor(moment, 20_000);
+      await killed(choice === 'before-payment' ? 'before it paid' : 'after it wrote the refund down')();
+    }
     await stage.until('the naive bot being killed', () => !first.running);
-    stage.naiveProcess('naive-2', { stateFile: file, claimMs: 1_000, thinkMs: 0 });
-    stage.say('game', 'started naive-2; it finds the job unfinished');
-    await stage.until('naive-2 finishing the job', () => doneJobs(file) === 1);
+    const second = stage.naiveProcess('naive-2', { stateFile: file, claimMs: 1_000, thinkMs: 0 });
+    stage.say('game', 'started naive-2; it looks for unfinished jobs');
+    if (doneJobs(file) === 0) await stage.until('naive-2 finishing the job', () => doneJobs(file) === 1);
+    else {
+      // The job is done: naive-2 has nothing to take, however long it looks (past one claim).
+      await second.waitFor(/ready/, 20_000);
+      await sleep(1_200);
+    }
     stage.say('bot', 'Refunded $42.00 for order A-1042.');
     return doneJobs(file);
   },
-  async penny(stage) {
-    const first = stage.pennyProcess('penny-1');
+  async penny(stage, choice) {
+    const crashAt = PENNY_CRASH[choice];
+    const first = stage.pennyProcess('penny-1', crashAt === undefined ? {} : { crashAt });
     await first.waitFor(/ready/, 20_000);
-    stage.payments.onApplied = async () => {
-      stage.payments.onApplied = undefined;
-      await first.kill();
-      stage.say('game', `SIGKILL penny-1 (pid ${first.pid}): the refund was paid, Penny never heard it`);
-    };
+    if (crashAt === undefined) {
+      stage.payments.onApplied = async () => {
+        stage.payments.onApplied = undefined;
+        await first.kill();
+        stage.say('game', `SIGKILL penny-1 (pid ${first.pid}): the refund was paid, Penny never heard it`);
+      };
+    }
     const runId = await stage.startRun(ASK);
     await stage.until('Penny being killed', () => !first.running);
+    if (crashAt !== undefined) stage.say('game', `SIGKILL penny-1 (pid ${first.pid}) at oncely's ${crashAt}`);
     const second = stage.pennyProcess('penny-2');
     await second.waitFor(/ready/, 20_000);
     stage.say('game', 'started penny-2; it recovers the run once penny-1\u2019s lease runs out');
+    if (choice === 'before-payment') {
+      // Nothing was sent under the key, so no hook can ever find it: the call waits for a person.
+      await stage.runReaches(runId, WAITING);
+      await operatorSettlesUnknown(stage, runId);
+    }
     await stage.runReaches(runId, DONE);
     return runId;
   },
@@ -232,15 +369,16 @@ const rewordedArguments: Trick = {
     'oncely\u2019s key is not a hash of the arguments: a hash misses a reworded repeat. The run is the ' +
     'conversation, so Penny\u2019s own history holds the refund the ledger recorded, with its receipt, ' +
     'and she answers from it.',
-  async naive(stage) {
+  question: sayQuestion('reworded'),
+  async naive(stage, choice) {
     const bot = new NaiveBot(stage.payments.url);
     await naiveSays(stage, bot, ASK);
-    await naiveSays(stage, bot, 'Refund order a1042 please, 42 dollars.');
+    await naiveSays(stage, bot, saidLine(choice));
     return bot.records.length;
   },
-  async penny(stage) {
+  async penny(stage, choice) {
     const runId = await pennyServes(stage, ASK);
-    await pennyServesAgain(stage, runId, 'Refund order a1042 please, 42 dollars.');
+    await pennyFollowUp(stage, runId, saidLine(choice));
     return runId;
   },
 };
@@ -253,17 +391,18 @@ const askAgainAfterFailed: Trick = {
     'An error after the request was sent is "unknown", not "failed": Penny is never told a call failed ' +
     'while the honest answer is unknown. The hook found the refund, so she heard "completed" with the ' +
     'receipt, and "try again" gets the receipt back, not a second payment.',
-  async naive(stage) {
+  question: sayQuestion('try-again'),
+  async naive(stage, choice) {
     stage.payments.failNext('error-after-apply');
     const bot = new NaiveBot(stage.payments.url);
     await naiveSays(stage, bot, ASK);
-    await naiveSays(stage, bot, 'It failed? Please try again.');
+    await naiveSays(stage, bot, saidLine(choice));
     return bot.records.length;
   },
-  async penny(stage) {
+  async penny(stage, choice) {
     stage.payments.failNext('error-after-apply');
     const runId = await pennyServes(stage, ASK);
-    await pennyServesAgain(stage, runId, 'It failed? Please try again.');
+    await pennyFollowUp(stage, runId, saidLine(choice));
     return runId;
   },
 };
@@ -318,22 +457,40 @@ const twoOperators: Trick = {
     'Every settlement is compare-and-set on the ledger: of two operators acting at once exactly one ' +
     'wins, the other gets 409 and the record shows one decision. Penny heard "did not take effect" ' +
     'once, and made one new refund.',
-  async naive(stage) {
+  question: {
+    prompt: 'Who is on call?',
+    choices: [
+      { id: 'both', label: 'ops-ana and ops-bob, both keen' },
+      { id: 'one', label: 'ops-ana alone' },
+    ],
+    preset: 'both',
+  },
+  async naive(stage, choice) {
     stage.payments.down = true;
     const bot = new NaiveBot(stage.payments.url);
     await naiveSays(stage, bot, ASK);
     stage.payments.down = false;
+    if (choice === 'one') {
+      stage.say('operator', 'ops-ana sees the failed refund and presses "send it again"');
+      stage.say('bot', `to ops-ana: ${await bot.resend()}`);
+      return bot.records.length;
+    }
     stage.say('operator', 'ops-ana and ops-bob both see the failed refund and press "send it again"');
     const [ana, bob] = await Promise.all([bot.resend(), bot.resend()]);
     stage.say('bot', `to ops-ana: ${ana}`);
     stage.say('bot', `to ops-bob: ${bob}`);
     return bot.records.length;
   },
-  async penny(stage) {
+  async penny(stage, choice) {
     stage.payments.down = true;
     const runId = await pennyAnswers(stage, ASK);
-    const key = await pendingKey(stage, runId);
     stage.payments.down = false;
+    if (choice === 'one') {
+      await operatorSettlesUnknown(stage, runId);
+      await stage.runReaches(runId, DONE);
+      return runId;
+    }
+    const key = await pendingKey(stage, runId);
     const [ana, bob] = await Promise.all([stage.operator('ops-ana'), stage.operator('ops-bob')]);
     // Operators settle what the API lists as unknown: a call whose attempt can no longer land.
     await stage.until('the call in the operators\u2019 list of unknown calls', async () => {
@@ -359,7 +516,7 @@ const twoOperators: Trick = {
 };
 
 /** Said after the refund: it never came, send it again (reworded, so a hash of the arguments differs). */
-export const NEVER_ARRIVED = "It didn't arrive. Just send it again: order a1042, 42 dollars.";
+export const NEVER_ARRIVED = SAY['never-arrived'];
 
 /**
  * The supervisor's look at a call the run holds for approval: a repeat of a refund that was paid is
@@ -403,20 +560,16 @@ const neverArrived: Trick = {
     'the refund tool names the order as what makes two refunds the same (its repeatKey), so "a1042" is ' +
     'order A-1042, already paid. The call is not sent; it waits for a supervisor, who sees both calls, ' +
     'rejects it, and Penny tells the customer the receipt.',
-  async naive(stage) {
+  question: sayQuestion('never-arrived'),
+  async naive(stage, choice) {
     const bot = new NaiveBot(stage.payments.url);
     await naiveSays(stage, bot, ASK);
-    await naiveSays(stage, bot, NEVER_ARRIVED);
+    await naiveSays(stage, bot, saidLine(choice));
     return bot.records.length;
   },
-  async penny(stage) {
+  async penny(stage, choice) {
     const runId = await pennyServes(stage, ASK);
-    if (!(await stage.send(runId, NEVER_ARRIVED))) return runId;
-    const run = await stage.runReaches(runId, WAITING);
-    if (run.status === 'awaiting_approval') {
-      await supervisorDecides(stage, runId);
-      await stage.runReaches(runId, DONE);
-    }
+    await pennyFollowUp(stage, runId, saidLine(choice));
     return runId;
   },
 };

@@ -21,6 +21,10 @@ export const HEIST_PAGE = `<!doctype html>
         bots are real processes, crashes are real SIGKILLs.
       </p>
     </header>
+    <p id="hud" data-testid="hud">
+      Score <strong data-testid="hud-score">0</strong> &middot; Time <strong data-testid="hud-time">0:00</strong>
+      &middot; Best <strong data-testid="hud-best">-</strong>
+    </p>
     <main>
       <p id="status" role="status"></p>
       <section id="result" hidden></section>
@@ -56,11 +60,20 @@ th, td { text-align: left; padding: 0.25rem 1rem 0.25rem 0; border-bottom: 1px s
 .story .who { color: var(--muted); }
 code, .key { font-family: ui-monospace, monospace; font-size: 0.85rem; overflow-wrap: anywhere; }
 #status { color: var(--muted); min-height: 1.5em; }
+main section { scroll-margin-top: 3rem; }
+#hud { position: sticky; top: 0; background: var(--paper); border-bottom: 1px solid var(--line); padding: 0.4rem 0; margin: 0; }
+select { font: inherit; margin-left: 0.5rem; max-width: 100%; }
+.question { display: block; margin-top: 0.4rem; }
+.quote { font-family: ui-monospace, monospace; font-size: 0.85rem; white-space: pre-wrap; overflow-wrap: anywhere; border-left: 3px solid var(--good); padding: 0.3rem 0.8rem; margin: 0.4rem 0; }
+.points { font-weight: 700; }
 `;
 
 export const HEIST_SCRIPT = `
 const $ = (id) => document.getElementById(id);
 let game = null;
+// The clock: the game's time when the server last answered, and when that was here.
+let clock = { ms: 0, at: Date.now(), running: false };
+const BEST = 'oncely-heist-best';
 
 function el(tag, props = {}, ...children) {
   const node = document.createElement(tag);
@@ -90,6 +103,36 @@ async function call(method, path, body) {
 
 function status(text) { $('status').textContent = text; }
 
+const clockText = (ms) => { const s = Math.floor(ms / 1000); return Math.floor(s / 60) + ':' + String(s % 60).padStart(2, '0'); };
+
+function bests() {
+  try { const kept = JSON.parse(localStorage.getItem(BEST) ?? '[]'); return Array.isArray(kept) ? kept : []; } catch { return []; }
+}
+
+// Keeps a finished game's score among this browser's five best; answers whether it is the best.
+function remember(score) {
+  const entry = { score: score.score, cleared: score.levelsCleared, levels: score.levels, seconds: Math.floor(score.elapsedMs / 1000), at: new Date().toISOString() };
+  const list = [...bests(), entry].sort((a, b) => b.score - a.score || a.seconds - b.seconds).slice(0, 5);
+  localStorage.setItem(BEST, JSON.stringify(list));
+  return list[0] === entry;
+}
+
+function hud() {
+  const ms = clock.running ? clock.ms + (Date.now() - clock.at) : clock.ms;
+  document.querySelector('[data-testid="hud-time"]').textContent = clockText(ms);
+  document.querySelector('[data-testid="hud-score"]').textContent = String(game?.scoreboard.score ?? 0);
+  const best = bests()[0];
+  document.querySelector('[data-testid="hud-best"]').textContent = best === undefined ? '-' : String(best.score);
+}
+
+// A new answer from the server: the game, and its clock.
+function tick(answer) {
+  game = answer;
+  clock = { ms: game.over ? game.scoreboard.elapsedMs : game.elapsedMs, at: Date.now(), running: !game.over };
+  hud();
+}
+setInterval(hud, 500);
+
 function showLevel() {
   const section = $('level');
   section.replaceChildren();
@@ -103,7 +146,10 @@ function showLevel() {
     el('ul', { class: 'tricks' }, level.tricks.map((t) =>
       el('li', {},
         el('button', { class: 'primary', 'data-trick': t.id, onclick: () => play(t.id), ...(game.tricksLeft > 0 ? {} : { disabled: '' }) }, t.name),
-        el('p', {}, t.how)))),
+        el('p', {}, t.how),
+        t.question === null ? [] : el('label', { class: 'question' }, t.question.prompt,
+          el('select', { 'data-choice': t.id }, t.question.choices.map((c) =>
+            el('option', { value: c.id, ...(c.id === t.question.preset ? { selected: '' } : {}) }, c.label))))))),
     el('button', { onclick: next, 'data-action': 'next' }, game.lastLevel ? 'Finish and see the score' : 'Next level'),
   );
 }
@@ -133,8 +179,11 @@ function showResult(play) {
     el('li', {}, el('span', { class: 'key' }, p.paymentId), ' ' + dollars(p.amountCents) + ' order ' + p.order + (p.voided ? ' (voided)' : '') + ' \\u00b7 key ', el('span', { class: 'key' }, p.key ?? 'none')));
   const section = $('result');
   section.hidden = false;
+  const stopped = penny.stoppedBy;
   section.replaceChildren(
     el('h2', {}, 'Result \\u00b7 ' + play.name),
+    play.choiceLabel === null ? [] : el('p', { 'data-testid': 'play-choice' }, 'Your choice: ' + play.choiceLabel),
+    el('p', { class: 'points', 'data-testid': 'play-points' }, (play.points > 0 ? '+' + play.points : 'No') + ' points' + (naive.goalMet ? '' : ': the trick did not work on the naive bot either')),
     el('table', { 'data-testid': 'outcome' },
       el('tr', {}, el('th', {}, ''), el('th', {}, 'naive bot'), el('th', {}, 'Penny on oncely')),
       el('tr', {}, el('td', {}, 'refunds paid'), el('td', { 'data-testid': 'naive-paid' }, paid(naive.payouts)), el('td', { 'data-testid': 'penny-paid' }, paid(penny.payouts))),
@@ -142,6 +191,10 @@ function showResult(play) {
       el('tr', {}, el('td', {}, 'approved'), el('td', {}, naive.approvedCents === null ? '-' : dollars(naive.approvedCents)), el('td', {}, penny.approvedCents === null ? '-' : dollars(penny.approvedCents))),
       el('tr', {}, el('td', {}, 'goal reached'), el('td', { 'data-testid': 'naive-goal' }, verdict(naive.goalMet)), el('td', { 'data-testid': 'penny-goal' }, verdict(penny.goalMet)))),
     ...[naive, penny].filter((r) => r.error).map((r) => el('p', { class: 'heist' }, 'The ' + r.bot + ' play broke: ' + r.error)),
+    el('h3', {}, 'What stopped you'),
+    el('div', { 'data-testid': 'stopped-by' }, stopped === null ? el('p', {}, 'Penny made no call this time.') : [
+      el('p', {}, stopped.rule),
+      el('div', { class: 'quote', 'data-testid': 'stopped-quote' }, stopped.quote.join('\\n'))]),
     el('h3', {}, 'Why it did not work on Penny'),
     el('p', {}, play.lesson),
     el('div', { class: 'columns' },
@@ -164,11 +217,14 @@ function showResult(play) {
 
 function showScore() {
   const s = game.scoreboard;
+  const best = remember(s);
+  hud();
   const section = $('score');
   section.hidden = false;
   const row = (name, value, id) => el('tr', {}, el('td', {}, name), el('td', { 'data-testid': id }, String(value)));
   section.replaceChildren(
     el('h2', {}, 'Scoreboard'),
+    el('p', { class: 'points', 'data-testid': 'score-total' }, 'Score ' + s.score + ' in ' + clockText(s.elapsedMs) + (best ? ' \\u2014 your best!' : '')),
     el('table', {},
       row('Tricks tried', s.tricksTried, 'score-tricks'),
       row('Levels cleared', s.levelsCleared + ' of ' + s.levels, 'score-cleared'),
@@ -177,6 +233,8 @@ function showScore() {
       row('Paid out by Penny', s.pennyPayouts, 'score-penny'),
       row('Heists that worked on Penny', s.pennyGoalsMet, 'score-penny-goals')),
     el('p', { 'data-testid': 'score-verdict' }, s.verdict),
+    el('h3', {}, 'Best scores in this browser'),
+    el('ol', { 'data-testid': 'best-scores' }, bests().map((b) => el('li', {}, b.score + ' points \\u00b7 ' + b.cleared + ' of ' + b.levels + ' levels \\u00b7 ' + clockText(b.seconds * 1000) + ' \\u00b7 ' + b.at.slice(0, 10)))),
     el('button', { onclick: start }, 'Play again'),
   );
 }
@@ -186,14 +244,15 @@ function busy(on) {
 }
 
 async function play(trick) {
+  const choice = document.querySelector('select[data-choice="' + trick + '"]')?.value;
   busy(true);
   status('Playing the trick against the naive bot, then against Penny\\u2026');
   try {
-    const answer = await call('POST', '/heist/api/games/' + game.gameId + '/plays', { trick });
-    game = answer.game;
+    const answer = await call('POST', '/heist/api/games/' + game.gameId + '/plays', choice === undefined ? { trick } : { trick, choice });
+    tick(answer.game);
     status('');
     showResult(answer.play);
-    if (game.tricksLeft <= 0 || game.cleared) { game = await call('POST', '/heist/api/games/' + game.gameId + '/next'); }
+    if (game.tricksLeft <= 0 || game.cleared) { tick(await call('POST', '/heist/api/games/' + game.gameId + '/next')); }
     showLevel();
   } catch (error) {
     status(error.message);
@@ -204,7 +263,7 @@ async function play(trick) {
 async function next() {
   busy(true);
   try {
-    game = await call('POST', '/heist/api/games/' + game.gameId + '/next');
+    tick(await call('POST', '/heist/api/games/' + game.gameId + '/next'));
     $('result').hidden = true;
     showLevel();
   } catch (error) {
@@ -216,7 +275,7 @@ async function next() {
 async function start() {
   $('score').hidden = true;
   $('result').hidden = true;
-  game = await call('POST', '/heist/api/games');
+  tick(await call('POST', '/heist/api/games'));
   showLevel();
 }
 

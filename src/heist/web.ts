@@ -9,8 +9,9 @@ import { HEIST_PAGE, HEIST_SCRIPT, HEIST_STYLE } from './web-page.js';
 
 /*
  * The game in a browser: a page at /heist and a small JSON API under /heist/api that the page calls.
- * Games live in this process's memory (the last 16); one trick is played at a time per server (a play
- * starts processes and services of its own, all on loopback, none touching the server's store).
+ * Games live in this process's memory (the last 16); a server plays at most `maxPlays` tricks at once
+ * (a play starts processes and services of its own, all on loopback, none touching the server's
+ * store), and closing the server waits for the plays in flight, whose processes are stopped.
  */
 
 /** What the page may do: its own script, style and calls, nothing else. */
@@ -27,11 +28,19 @@ const HEIST_CSP = [
 const MAX_GAMES = 16;
 
 const gameParams = z.strictObject({ id: z.string().regex(/^game_[a-f0-9]{16}$/) });
-const playBody = z.strictObject({ trick: z.enum(TRICK_IDS) });
+const playBody = z.strictObject({
+  trick: z.enum(TRICK_IDS),
+  choice: z
+    .string()
+    .regex(/^[a-z-]{1,32}$/)
+    .optional(),
+});
 
 interface Kept {
   readonly game: HeistGame;
   used: number;
+  /** A trick of this game is being played (a game plays one at a time). */
+  busy: boolean;
 }
 
 /** A game as the page reads it. */
@@ -56,6 +65,7 @@ function view(id: string, game: HeistGame): Record<string, unknown> {
           },
     tricksLeft: game.tricksLeft,
     cleared: game.cleared,
+    elapsedMs: game.elapsedMs,
     plays: game.plays.map(playView),
     scoreboard: game.scoreboard(),
   };
@@ -68,14 +78,24 @@ function playView(play: TrickPlay): Record<string, unknown> {
 export interface HeistRoutesOptions {
   /** The levels a new game plays (numbers); all by default. */
   readonly levels?: readonly number[];
+  /** Tricks played at once on this server; one more answers 429 `HEIST_BUSY`. Default 1. */
+  readonly maxPlays?: number;
 }
+
+export const DEFAULT_MAX_PLAYS = 1;
 
 /** Registers /heist (the page, its assets) and /heist/api (the game) on a Fastify app. */
 export function heistRoutes(app: FastifyInstance, options: HeistRoutesOptions = {}): void {
   // Params and bodies are checked by their zod schemas (the app's validator compiler) before a handler runs.
   const api = app.withTypeProvider<ZodTypeProvider>();
   const games = new Map<string, Kept>();
-  let playing = false;
+  const maxPlays = options.maxPlays ?? DEFAULT_MAX_PLAYS;
+  if (!Number.isInteger(maxPlays) || maxPlays < 1) throw new Error('maxPlays is a whole number, 1 or more');
+  const playing = new Set<Promise<unknown>>();
+  // A server that closes waits for its plays: each stops its processes and services as it ends.
+  app.addHook('onClose', async () => {
+    await Promise.allSettled([...playing]);
+  });
   const levels =
     options.levels === undefined ? LEVELS : LEVELS.filter((l) => options.levels?.includes(l.number));
   const hide = { schema: { hide: true } };
@@ -108,7 +128,7 @@ export function heistRoutes(app: FastifyInstance, options: HeistRoutesOptions = 
     }
     const id = `game_${randomBytes(8).toString('hex')}`;
     const game = new HeistGame(levels);
-    games.set(id, { game, used: Date.now() });
+    games.set(id, { game, used: Date.now(), busy: false });
     return reply.code(201).send(view(id, game));
   });
 
@@ -122,15 +142,26 @@ export function heistRoutes(app: FastifyInstance, options: HeistRoutesOptions = 
     { schema: { hide: true, params: gameParams, body: playBody } },
     async (request) => {
       const { id } = request.params;
-      const { game } = find(id);
-      game.playable(request.body.trick);
-      if (playing) throw new OncelyError('HEIST_BUSY', 'another trick is being played; one at a time');
-      playing = true;
+      const kept = find(id);
+      const { game } = kept;
+      const { trick, choice } = request.body;
+      if (kept.busy) throw new OncelyError('HEIST_BUSY', `game ${id} is playing a trick; one at a time`);
+      game.playable(trick, choice);
+      if (playing.size >= maxPlays) {
+        throw new OncelyError(
+          'HEIST_BUSY',
+          `${playing.size} trick(s) are being played on this server, its most at once; try again shortly`,
+        );
+      }
+      const played = game.play(trick, choice);
+      playing.add(played);
+      kept.busy = true;
       try {
-        const play = await game.play(request.body.trick);
+        const play = await played;
         return { play: playView(play), game: view(id, game) };
       } finally {
-        playing = false;
+        kept.busy = false;
+        playing.delete(played);
       }
     },
   );
