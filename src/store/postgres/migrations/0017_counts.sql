@@ -37,42 +37,67 @@ BEGIN
   RETURN own;
 END $$;
 
-CREATE FUNCTION oncely_count_calls() RETURNS trigger LANGUAGE plpgsql AS $$
+-- A statement's new records and runs are counted once per statement (its transition table, grouped),
+-- so a statement inserting many rows moves each count once, not once a row.
+CREATE FUNCTION oncely_count_calls_added() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+  s integer;
+BEGIN
+  IF NOT EXISTS (SELECT 1 FROM added) THEN RETURN NULL; END IF;
+  s := oncely_count_shard();
+  INSERT INTO tool_call_counts AS c (tool_name, status, shard, n)
+  SELECT tool_name, status, s, count(*) FROM added GROUP BY tool_name, status ORDER BY tool_name, status
+  ON CONFLICT (tool_name, status, shard) DO UPDATE SET n = c.n + excluded.n;
+  RETURN NULL;
+END $$;
+-- Records and runs are never deleted (tool_executions_no_delete, runs_no_delete): no DELETE to count.
+CREATE TRIGGER tool_executions_count_inserted AFTER INSERT ON tool_executions
+  REFERENCING NEW TABLE AS added
+  FOR EACH STATEMENT EXECUTE FUNCTION oncely_count_calls_added();
+
+-- A status change moves one count down and another up. Only a write that changes a record's status
+-- (or tool) calls the function; the others (a conflict mark, a checkpoint save) cost a test of WHEN.
+CREATE FUNCTION oncely_count_calls_moved() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
   s integer := oncely_count_shard();
 BEGIN
   INSERT INTO tool_call_counts AS c (tool_name, status, shard, n) VALUES (NEW.tool_name, NEW.status, s, 1)
   ON CONFLICT (tool_name, status, shard) DO UPDATE SET n = c.n + 1;
-  IF TG_OP = 'UPDATE' THEN
-    INSERT INTO tool_call_counts AS c (tool_name, status, shard, n) VALUES (OLD.tool_name, OLD.status, s, -1)
-    ON CONFLICT (tool_name, status, shard) DO UPDATE SET n = c.n - 1;
-  END IF;
+  INSERT INTO tool_call_counts AS c (tool_name, status, shard, n) VALUES (OLD.tool_name, OLD.status, s, -1)
+  ON CONFLICT (tool_name, status, shard) DO UPDATE SET n = c.n - 1;
   RETURN NULL;
 END $$;
--- Records and runs are never deleted (tool_executions_no_delete, runs_no_delete): no DELETE to count.
-CREATE TRIGGER tool_executions_count_inserted AFTER INSERT ON tool_executions
-  FOR EACH ROW EXECUTE FUNCTION oncely_count_calls();
--- Only a write that changes a record's status (or tool) calls the function; the rest cost a test.
 CREATE TRIGGER tool_executions_count_updated AFTER UPDATE OF status, tool_name ON tool_executions
   FOR EACH ROW WHEN (NEW.status IS DISTINCT FROM OLD.status OR NEW.tool_name IS DISTINCT FROM OLD.tool_name)
-  EXECUTE FUNCTION oncely_count_calls();
+  EXECUTE FUNCTION oncely_count_calls_moved();
 
-CREATE FUNCTION oncely_count_runs() RETURNS trigger LANGUAGE plpgsql AS $$
+CREATE FUNCTION oncely_count_runs_added() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+  s integer;
+BEGIN
+  IF NOT EXISTS (SELECT 1 FROM added) THEN RETURN NULL; END IF;
+  s := oncely_count_shard();
+  INSERT INTO run_counts AS c (status, shard, n)
+  SELECT status, s, count(*) FROM added GROUP BY status ORDER BY status
+  ON CONFLICT (status, shard) DO UPDATE SET n = c.n + excluded.n;
+  RETURN NULL;
+END $$;
+CREATE TRIGGER runs_count_inserted AFTER INSERT ON runs
+  REFERENCING NEW TABLE AS added
+  FOR EACH STATEMENT EXECUTE FUNCTION oncely_count_runs_added();
+
+CREATE FUNCTION oncely_count_runs_moved() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
   s integer := oncely_count_shard();
 BEGIN
   INSERT INTO run_counts AS c (status, shard, n) VALUES (NEW.status, s, 1)
   ON CONFLICT (status, shard) DO UPDATE SET n = c.n + 1;
-  IF TG_OP = 'UPDATE' THEN
-    INSERT INTO run_counts AS c (status, shard, n) VALUES (OLD.status, s, -1)
-    ON CONFLICT (status, shard) DO UPDATE SET n = c.n - 1;
-  END IF;
+  INSERT INTO run_counts AS c (status, shard, n) VALUES (OLD.status, s, -1)
+  ON CONFLICT (status, shard) DO UPDATE SET n = c.n - 1;
   RETURN NULL;
 END $$;
-CREATE TRIGGER runs_count_inserted AFTER INSERT ON runs
-  FOR EACH ROW EXECUTE FUNCTION oncely_count_runs();
 CREATE TRIGGER runs_count_updated AFTER UPDATE OF status ON runs
-  FOR EACH ROW WHEN (NEW.status IS DISTINCT FROM OLD.status) EXECUTE FUNCTION oncely_count_runs();
+  FOR EACH ROW WHEN (NEW.status IS DISTINCT FROM OLD.status) EXECUTE FUNCTION oncely_count_runs_moved();
 
 -- The counts of the rows already there. Creating the triggers locked both tables against writes
 -- until this migration commits, so no write falls between the count and the triggers.
