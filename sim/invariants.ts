@@ -158,6 +158,7 @@ export async function checkInvariants(facts: Facts): Promise<string[]> {
   }
   v.push(...(await leaseProblems(facts)));
   v.push(...(await approvalProblems(facts)));
+  v.push(...(await countProblems(facts, records)));
   // When a call was first known to have taken effect: its first completion, or the conflict that
   // said its effect landed under a `failed`.
   const tookEffectAt = (key: string): string | undefined =>
@@ -216,6 +217,37 @@ export async function checkInvariants(facts: Facts): Promise<string[]> {
       return (forced(key) && (conflictAt === null || conflictAt >= lastModelCall)) || lied(key, 'failed');
     };
     v.push(...beliefProblems(run.runId, run.checkpoint.messages, books, unseen));
+  }
+  return v;
+}
+
+/**
+ * The counts behind /metrics, kept by the schema's triggers as the writes happen (PostgreSQL 0017,
+ * SQLite 0015), equal the records and runs as they stand, whatever crashed or was cut off mid-write.
+ */
+async function countProblems(facts: Facts, records: readonly ToolExecutionRecord[]): Promise<string[]> {
+  const stats = await facts.store.monitor.stats({ marginMs: 0 });
+  const tally = (keys: readonly string[]): Map<string, number> => {
+    const counts = new Map<string, number>();
+    for (const key of keys) counts.set(key, (counts.get(key) ?? 0) + 1);
+    return counts;
+  };
+  const runs = await facts.store.runs.list(TENANT, { limit: 10_000 });
+  const pairs: [string, Map<string, number>, Map<string, number>][] = [
+    [
+      'calls',
+      new Map(stats.calls.map((c) => [`${c.toolName}/${c.status}`, c.count])),
+      tally(records.map((r) => `${r.toolName}/${r.status}`)),
+    ],
+    ['runs', new Map(stats.runs.map((r) => [r.status, r.count])), tally(runs.map((r) => r.status))],
+  ];
+  const v: string[] = [];
+  for (const [what, kept, counted] of pairs) {
+    for (const key of new Set([...kept.keys(), ...counted.keys()])) {
+      if ((kept.get(key) ?? 0) !== (counted.get(key) ?? 0)) {
+        v.push(`the ${what} count of ${key} is ${kept.get(key) ?? 0}, but ${counted.get(key) ?? 0} stand`);
+      }
+    }
   }
   return v;
 }

@@ -1,4 +1,12 @@
-import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import {
+  Counter,
+  Gauge,
+  Histogram,
+  Registry,
+  collectDefaultMetrics,
+  type Metric,
+  type OpenMetricsContentType,
+} from 'prom-client';
 import { DEFAULT_LANDING_MARGIN_MS } from '../ledger/index.js';
 import type { ToolExecutionRecord } from '../ledger/index.js';
 import type {
@@ -18,6 +26,8 @@ import type { ModelResponseInfo, RepeatInfo } from '../runs/index.js';
  */
 export class ApiMetrics {
   readonly registry = new Registry();
+  /** The same metrics in the OpenMetrics text format, for a scraper that asks for it. */
+  readonly #openMetrics = new Registry<OpenMetricsContentType>();
   readonly ledgerLatency: Histogram<'operation' | 'outcome'>;
   private readonly calls: Gauge<'tool' | 'status'>;
   private readonly runs: Gauge<'status'>;
@@ -58,8 +68,8 @@ export class ApiMetrics {
       registers,
     });
     this.calls = new Gauge({
-      name: 'oncely_tool_calls',
-      help: 'Tool-execution records by tool and status',
+      name: 'oncely_tool_call_records',
+      help: 'Tool-execution records in the ledger by tool and status (the database count, the same from every process)',
       labelNames: ['tool', 'status'],
       registers,
     });
@@ -126,6 +136,11 @@ export class ApiMetrics {
     });
     // Node's process metrics under their usual names, so stock dashboards work.
     if (options.defaultMetrics ?? true) collectDefaultMetrics({ register: this.registry });
+    this.#openMetrics.setContentType(Registry.OPENMETRICS_CONTENT_TYPE);
+    // The registry holds the metric objects themselves: each is registered in both, collected once.
+    for (const metric of this.registry.getMetricsAsArray() as unknown as Metric[]) {
+      this.#openMetrics.registerMetric(metric);
+    }
   }
 
   /** Counts an HTTP request answered (`route` is the pattern, never the raw URL: no unbounded labels). */
@@ -162,8 +177,15 @@ export class ApiMetrics {
     this.repeats.inc({ tool: info.toolName, decision: info.decision });
   }
 
-  /** Reads the counts from the store (see `minReadIntervalMs`) and renders every metric in the Prometheus text format. */
-  async render(store: Store, landingMarginMs = DEFAULT_LANDING_MARGIN_MS): Promise<string> {
+  /**
+   * Reads the counts from the store (see `minReadIntervalMs`) and renders every metric in the
+   * Prometheus text format, or in OpenMetrics with `openMetrics` (see `contentTypeFor`).
+   */
+  async render(
+    store: Store,
+    landingMarginMs = DEFAULT_LANDING_MARGIN_MS,
+    options: { readonly openMetrics?: boolean } = {},
+  ): Promise<string> {
     const stats = await this.#stats(store, landingMarginMs);
     const now = Date.now();
     for (const gauge of [this.calls, this.runs, this.unknown, this.oldestUnknown]) gauge.reset();
@@ -182,7 +204,7 @@ export class ApiMetrics {
       if (c.count > seen) this.conflicts.inc({ tenant: c.tenantId }, c.count - seen);
       this.conflictsSeen.set(c.tenantId, Math.max(seen, c.count));
     }
-    return this.registry.metrics();
+    return options.openMetrics === true ? this.#openMetrics.metrics() : this.registry.metrics();
   }
 
   /**
@@ -218,6 +240,18 @@ export class ApiMetrics {
 
   get contentType(): string {
     return this.registry.contentType;
+  }
+
+  /**
+   * Whether a scrape's `Accept` header asks for OpenMetrics (Prometheus' scraper lists it first),
+   * and the content type of the answer it gets.
+   */
+  static negotiate(accept: string | undefined): { openMetrics: boolean } {
+    return { openMetrics: accept?.includes('application/openmetrics-text') === true };
+  }
+
+  contentTypeFor(format: { readonly openMetrics: boolean }): string {
+    return format.openMetrics ? this.#openMetrics.contentType : this.registry.contentType;
   }
 
   /** The store with its ledger operations timed, inside transactions too. Everything else passes through. */

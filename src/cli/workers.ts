@@ -15,7 +15,7 @@ export function workersCommand(): Command {
       output(flags.json, { items }, () => {
         if (items.length === 0) return 'no workers heard from in the last hour\n';
         const rows = items.map((w) => [
-          w.worker_id,
+          w.worker_id ?? '(admin only)',
           w.kind,
           w.live ? (w.stopping ? 'stopping' : 'live') : 'silent',
           age(w.last_heartbeat_at),

@@ -76,19 +76,35 @@ SELECT t.*, r.status AS run_status ${unknownFrom('sqlite', '')}
 ORDER BY ${DIALECT.sqlite.deadline}, t.tenant_id, t.idempotency_key LIMIT @limit`,
 } as const;
 
-/** Per tenant with any: how many unknown calls, and when the oldest one's attempt started. */
+/**
+ * Per tenant with any: how many unknown calls, and when the oldest one's attempt started. On
+ * PostgreSQL the run's lease is looked up by primary key for each `started` call the index gives (a
+ * subquery), the same test as `unknownFrom`'s join: planned as a join, it hashed every run (0.66 s
+ * over 300,000 runs for 5,000 unknown calls; 7 ms so).
+ */
 export const UNKNOWN_BY_TENANT = {
   postgres: `
-SELECT t.tenant_id AS tenant_id, COUNT(*) AS n, MIN(t.attempt_started_at) AS oldest ${unknownFrom('postgres', '$1')}
+SELECT t.tenant_id AS tenant_id, COUNT(*) AS n, MIN(t.attempt_started_at) AS oldest
+FROM tool_executions t
+WHERE t.${UNKNOWN_PREDICATE}
+  AND ${DIALECT.postgres.deadline} <= ${DIALECT.postgres.knownBy('$1')}
+  AND (t.status = 'indeterminate' OR t.compensation_of IS NOT NULL OR COALESCE((
+    SELECT r.lease_expires_at FROM runs r WHERE r.tenant_id = t.tenant_id AND r.run_id = t.run_id
+  ) <= ${DIALECT.postgres.now}, true))
 GROUP BY t.tenant_id`,
   sqlite: `
 SELECT t.tenant_id AS tenant_id, COUNT(*) AS n, MIN(t.attempt_started_at) AS oldest ${unknownFrom('sqlite', '')}
 GROUP BY t.tenant_id`,
 } as const;
 
-/** The same text in both dialects. */
-export const CALLS_BY_TOOL =
-  'SELECT tool_name, status, COUNT(*) AS n FROM tool_executions GROUP BY tool_name, status';
-export const RUNS_BY_STATUS = 'SELECT status, COUNT(*) AS n FROM runs GROUP BY status';
+/*
+ * Calls by tool and status, runs by status: the counts the schema's triggers keep as the writes
+ * happen (PostgreSQL 0017, SQLite 0015), summed over their shards, a read of a few hundred rows
+ * whatever the size of the ledger. A count that came back to zero is left out, as a GROUP BY over
+ * the rows would. The same text in both dialects.
+ */
+export const CALLS_BY_TOOL = `SELECT tool_name, status, SUM(n) AS n FROM tool_call_counts
+GROUP BY tool_name, status HAVING SUM(n) <> 0`;
+export const RUNS_BY_STATUS = 'SELECT status, SUM(n) AS n FROM run_counts GROUP BY status HAVING SUM(n) <> 0';
 export const CONFLICTS_BY_TENANT =
   'SELECT tenant_id, COUNT(*) AS n FROM tool_executions WHERE conflict_at IS NOT NULL GROUP BY tenant_id';

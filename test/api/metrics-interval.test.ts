@@ -23,7 +23,9 @@ const tool = defineTool({
 });
 
 const callsIn = (text: string): number =>
-  Number(/^oncely_tool_calls\{tool="metrics_effect",status="completed"\} (\d+)$/m.exec(text)?.[1] ?? 0);
+  Number(
+    /^oncely_tool_call_records\{tool="metrics_effect",status="completed"\} (\d+)$/m.exec(text)?.[1] ?? 0,
+  );
 
 describe('the counts behind /metrics', () => {
   const file = tempSqlitePath('metrics_interval');

@@ -87,10 +87,10 @@ describe.each(DIALECTS)('health, readiness and metrics on %s', (dialect) => {
     const text = answer.text;
     const stats = await h.store.monitor.stats({ marginMs: 0 });
     for (const c of stats.calls) {
-      expect(sample(text, 'oncely_tool_calls', { tool: c.toolName, status: c.status })).toBe(c.count);
+      expect(sample(text, 'oncely_tool_call_records', { tool: c.toolName, status: c.status })).toBe(c.count);
     }
     expect(
-      sample(text, 'oncely_tool_calls', { tool: 'issue_credit', status: 'indeterminate' }),
+      sample(text, 'oncely_tool_call_records', { tool: 'issue_credit', status: 'indeterminate' }),
     ).toBeGreaterThanOrEqual(1);
     expect(sample(text, 'oncely_unknown_calls', { tenant: t.tenantId })).toBe(2);
     const age = sample(text, 'oncely_oldest_unknown_call_age_seconds', { tenant: t.tenantId })!;

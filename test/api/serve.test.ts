@@ -83,7 +83,7 @@ describe('oncely serve', () => {
     expect(calls.items[0]?.tool_name).toBe('issue_credit');
     const metrics = await (await fetch(`${base}/metrics`)).text();
     expect(metrics).toMatch(/^oncely_runs\{status="completed"\} 1$/m);
-    expect(metrics).toMatch(/^oncely_tool_calls\{tool="issue_credit",status="completed"\} 1$/m);
+    expect(metrics).toMatch(/^oncely_tool_call_records\{tool="issue_credit",status="completed"\} 1$/m);
     expect(metrics).toMatch(
       /^oncely_ledger_operation_duration_seconds_count\{operation="reserve_step",outcome="ok"\} [1-9]/m,
     );

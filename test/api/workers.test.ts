@@ -37,7 +37,7 @@ describe.each(DIALECTS)('workers over HTTP and the CLI on %s', (dialect) => {
     await h.store.workers.heartbeat(beat('wk-1'));
     await h.store.workers.heartbeat(beat('wk-2', { kind: 'serve', host: 'node-b', stopping: true }));
 
-    const listed = await h.request('GET', '/v1/workers', { key: h.keys.viewer });
+    const listed = await h.request('GET', '/v1/workers', { key: h.keys.admin });
     expect(listed.status).toBe(200);
     const byId = new Map((listed.body.items as { worker_id: string }[]).map((w) => [w.worker_id, w]));
     expect(byId.get('wk-1')).toMatchObject({
@@ -49,7 +49,7 @@ describe.each(DIALECTS)('workers over HTTP and the CLI on %s', (dialect) => {
       runs: [{ run_id: mine, agent: 'a', lease_epoch: 1 }],
     });
     expect(byId.get('wk-2')).toMatchObject({ kind: 'serve', live: true, stopping: true, runs: [] });
-    const other = await h.request('GET', '/v1/workers', { key: h.keys.otherViewer });
+    const other = await h.request('GET', '/v1/workers', { key: h.keys.otherAdmin });
     const wk1 = (other.body.items as { worker_id: string; runs: { run_id: string }[] }[]).find(
       (w) => w.worker_id === 'wk-1',
     );
@@ -57,7 +57,7 @@ describe.each(DIALECTS)('workers over HTTP and the CLI on %s', (dialect) => {
     expect((await h.request('GET', '/v1/workers', {})).status).toBe(401);
 
     // The CLI shows the same, as a table and as JSON.
-    const env = { ONCELY_API_URL: h.base, ONCELY_API_KEY: h.keys.viewer };
+    const env = { ONCELY_API_URL: h.base, ONCELY_API_KEY: h.keys.admin };
     const table = new OncelyProcess(['workers'], env);
     expect((await table.exit(20_000)).code, table.stderr).toBe(0);
     expect(table.stdout).toMatch(
@@ -70,6 +70,39 @@ describe.each(DIALECTS)('workers over HTTP and the CLI on %s', (dialect) => {
     expect((JSON.parse(json.stdout) as { items: unknown[] }).items).toEqual(listed.body.items);
     await h.store.workers.remove('wk-1');
     await h.store.workers.remove('wk-2');
+  });
+
+  it('shows where workers run (worker id, host, pid) to admins only; a viewer or operator sees the rest', async () => {
+    const mine = h.nextId('held');
+    const checkpoint = { messages: [], step: 0, pending: null };
+    await h.store.runs.create({ tenantId: TENANT, runId: mine, agent: 'a', input: 'x', checkpoint });
+    await h.store.runs.claim(TENANT, mine, 'node-c:4242', 60_000);
+    await h.store.workers.heartbeat(beat('node-c:4242', { host: 'node-c', pid: 4242 }));
+    try {
+      for (const key of [h.keys.viewer, h.keys.operator]) {
+        const listed = await h.request('GET', '/v1/workers', { key });
+        expect(listed.status).toBe(200);
+        expect(listed.text).not.toMatch(/node-c|4242/);
+        const held = (listed.body.items as { runs: { run_id: string }[] }[]).find((w) =>
+          w.runs.some((r) => r.run_id === mine),
+        );
+        expect(held).toMatchObject({ worker_id: null, host: null, pid: null, kind: 'worker', live: true });
+      }
+      const admin = await h.request('GET', '/v1/workers', { key: h.keys.admin });
+      expect(
+        (admin.body.items as { worker_id: string }[]).find((w) => w.worker_id === 'node-c:4242'),
+      ).toMatchObject({
+        host: 'node-c',
+        pid: 4242,
+      });
+      // The CLI with a viewer's key says so instead of a name.
+      const cli = new OncelyProcess(['workers'], { ONCELY_API_URL: h.base, ONCELY_API_KEY: h.keys.viewer });
+      expect((await cli.exit(20_000)).code, cli.stderr).toBe(0);
+      expect(cli.stdout).toMatch(new RegExp(`\\(admin only\\)\\s+worker\\s+live\\s+.*${mine}`));
+      expect(cli.stdout).not.toMatch(/node-c/);
+    } finally {
+      await h.store.workers.remove('node-c:4242');
+    }
   });
 
   it('a worker is in the registry from its first heartbeat, seen stopping, and gone once stopped', async () => {

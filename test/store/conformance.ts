@@ -1381,5 +1381,25 @@ export function describeStoreConformance(
         expect(tables).toEqual([]);
       });
     });
+
+    // Last: after every write path above has written to this database.
+    it('keeps the counts of calls by tool and status and of runs by status equal to the rows', async () => {
+      const stats = await store.monitor.stats({ marginMs: 0 });
+      const [calls, runs] = await withRaw(opened, async (raw) => [
+        await raw.query(
+          'SELECT tool_name, status, COUNT(*) AS n FROM tool_executions GROUP BY tool_name, status',
+        ),
+        await raw.query('SELECT status, COUNT(*) AS n FROM runs GROUP BY status'),
+      ]);
+      const byKey = (rows: { key: string; n: number }[]) =>
+        Object.fromEntries(rows.filter((r) => r.n !== 0).map((r) => [r.key, r.n]));
+      expect(calls.length).toBeGreaterThanOrEqual(5);
+      expect(byKey(stats.calls.map((c) => ({ key: `${c.toolName}/${c.status}`, n: c.count })))).toEqual(
+        byKey(calls.map((r) => ({ key: `${String(r.tool_name)}/${String(r.status)}`, n: Number(r.n) }))),
+      );
+      expect(byKey(stats.runs.map((r) => ({ key: r.status, n: r.count })))).toEqual(
+        byKey(runs.map((r) => ({ key: String(r.status), n: Number(r.n) }))),
+      );
+    });
   });
 }

@@ -3,6 +3,7 @@ import { OncelyError, isOncelyError } from '../../errors/index.js';
 import { assertSchemaCurrent, type SchemaState, type Store } from '../../store/index.js';
 import { BEARER, type ApiApp, type ApiContext } from '../context.js';
 import { authErrors, errorEnvelopeSchema } from '../schemas/common.js';
+import { ApiMetrics } from '../metrics.js';
 
 const tags = ['operations'];
 
@@ -66,17 +67,22 @@ function metricsRoute(app: ApiApp, ctx: ApiContext): void {
         ...(ctx.metricsAuth ? { security: BEARER } : {}),
         response: {
           200: {
-            description: 'The Prometheus text format',
-            content: { 'text/plain': { schema: z.string() } },
+            description:
+              'The Prometheus text format, or OpenMetrics 1.0 when Accept asks for application/openmetrics-text',
+            content: {
+              'text/plain': { schema: z.string() },
+              'application/openmetrics-text': { schema: z.string() },
+            },
           },
           ...(ctx.metricsAuth ? authErrors : {}),
           503: errorEnvelopeSchema,
         },
       },
     },
-    async (_request, reply) => {
-      const text = await ctx.metrics.render(ctx.store, ctx.runtime.ledger.landingMarginMs);
-      return reply.header('content-type', ctx.metrics.contentType).send(text);
+    async (request, reply) => {
+      const format = ApiMetrics.negotiate(request.headers.accept);
+      const text = await ctx.metrics.render(ctx.store, ctx.runtime.ledger.landingMarginMs, format);
+      return reply.header('content-type', ctx.metrics.contentTypeFor(format)).send(text);
     },
   );
 }

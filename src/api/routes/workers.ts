@@ -7,7 +7,11 @@ import type { WorkerView } from '../../store/index.js';
 
 const tags = ['workers'];
 
-/** The processes that drive runs: each with its last heartbeat and the runs of your tenant it holds. */
+/**
+ * The processes that drive runs: each with its last heartbeat and the runs of your tenant it holds.
+ * Where they run (`worker_id`, by default host:pid, `host`, `pid`) is the deployment's, not a
+ * tenant's: only an admin key sees it; for a viewer or operator those fields are null.
+ */
 export function workerRoutes(app: ApiApp, ctx: ApiContext): void {
   app.get(
     '/v1/workers',
@@ -23,21 +27,21 @@ export function workerRoutes(app: ApiApp, ctx: ApiContext): void {
       },
     },
     async (request) => {
-      const { tenantId } = principal(request);
+      const { tenantId, role } = principal(request);
       const workers = await ctx.store.workers.list(tenantId, {
         liveMs: LIVE_HEARTBEATS * DEFAULT_HEARTBEAT_MS,
       });
-      return { items: workers.map(toWorker) };
+      return { items: workers.map((w) => toWorker(w, role === 'admin')) };
     },
   );
 }
 
-function toWorker(w: WorkerView) {
+function toWorker(w: WorkerView, admin: boolean) {
   return {
-    worker_id: w.workerId,
+    worker_id: admin ? w.workerId : null,
     kind: w.kind,
-    host: w.host,
-    pid: w.pid,
+    host: admin ? w.host : null,
+    pid: admin ? w.pid : null,
     concurrency: w.concurrency,
     version: w.version,
     stopping: w.stopping,

@@ -11,10 +11,13 @@ export const heldRunSchema = z
 
 export const workerSchema = z
   .object({
-    worker_id: z.string().describe('Its name in the leases it holds (host:pid by default)'),
+    worker_id: z
+      .string()
+      .nullable()
+      .describe('Its name in the leases it holds (host:pid by default); null unless your key is an admin’s'),
     kind: z.enum(['worker', 'serve']),
-    host: z.string(),
-    pid: z.number().int(),
+    host: z.string().nullable().describe('null unless your key is an admin’s'),
+    pid: z.number().int().nullable().describe('null unless your key is an admin’s'),
     concurrency: z.number().int().describe('Runs it drives at once at most'),
     version: z.string().describe('The oncely version it runs'),
     stopping: z.boolean().describe('Told to stop: it claims nothing and hands its runs over between steps'),
