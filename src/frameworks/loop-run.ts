@@ -35,7 +35,7 @@ export interface LoopRunOptions {
   /** The ledger the calls are guarded by (`openLedger(url)`); its store keeps the model's responses too. */
   readonly ledger: Ledger;
   readonly tenantId: string;
-  /** The same id after a restart continues the run; 1-200 characters, no `:` (keys are `<runId>:<callId>`). */
+  /** The same id after a restart continues the run; 1-128 characters of `A-Z a-z 0-9 _ . -` (keys are `<runId>:<callId>`). */
   readonly runId: string;
   /**
    * What a call that repeats an earlier call of the run (or conversation) does, when that call took
@@ -95,10 +95,10 @@ export abstract class LoopRun {
   #runSpan: { readonly context: Context; readonly traceId: string } | undefined;
 
   constructor(options: LoopRunOptions) {
-    if (!/^[^:\s]{1,200}$/.test(options.runId)) {
+    if (!isValidId(options.runId)) {
       throw new OncelyError(
         'RUN_INPUT_INVALID',
-        `runId "${options.runId}" is not valid: use 1-200 characters, no ":" and no spaces`,
+        `runId ${JSON.stringify(options.runId)} is not valid: use 1-128 characters of A-Z a-z 0-9 _ . - (the ledger's rule for every run id)`,
       );
     }
     const { conversationId } = options;

@@ -207,13 +207,17 @@ function pathWith(e: Endpoint, seeds: Seeds, value: string): string {
       : e.route.includes('/v1/tool-executions')
         ? e.route.endsWith('compensate')
           ? seeds.completedKey
-          : seeds.unknownKey
+          : e.route.endsWith('/reconcile')
+            ? seeds.reconcilableKey
+            : seeds.unknownKey
         : undefined,
-    run_id: e.route.endsWith('/retry')
-      ? seeds.failedRunId
-      : e.route.endsWith('/messages')
-        ? seeds.completedRunId
-        : seeds.runId,
+    run_id: e.route.startsWith('/v1/loop-runs/')
+      ? seeds.unknownKey.split(':')[0]
+      : e.route.endsWith('/retry')
+        ? seeds.failedRunId
+        : e.route.endsWith('/messages')
+          ? seeds.completedRunId
+          : seeds.runId,
     key_id: seeds.keyId,
     workflow_run_id: e.route.endsWith('/decide') ? seeds.pausedWorkflowRunId : seeds.workflowRunId,
   }[param];
@@ -263,6 +267,8 @@ describe.each(DIALECTS)('fuzzing every body and path parameter on %s', (dialect)
       const before = await h.snapshot();
       const taken = new Set([
         seeds.unknownKey,
+        seeds.reconcilableKey,
+        seeds.unknownKey.split(':')[0],
         seeds.completedKey,
         seeds.runId,
         seeds.approvalKey,

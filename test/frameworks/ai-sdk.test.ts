@@ -353,6 +353,15 @@ describe.each(STORE_KINDS)('oncely/ai-sdk durable loop on %s', (kind) => {
     expect(other.asked()).toBe(0);
   });
 
+  it('refuses, at the start, a run id its calls could not be keyed under (the ledger rule of every run id)', () => {
+    for (const runId of ['', 'refund/7', 'refund 7', 'a:b', 'x'.repeat(129), 'caf\u00e9']) {
+      expect(() => durableLoop({ ledger, tenantId: 'acme', runId }), runId).toThrow(
+        expect.objectContaining({ code: 'RUN_INPUT_INVALID' }),
+      );
+    }
+    expect(() => durableLoop({ ledger, tenantId: 'acme', runId: 'refund-7.a_B' })).not.toThrow();
+  });
+
   it('refuses to run a tool call whose id did not come through loop.model()', async () => {
     const billing = new Billing();
     const { model } = scripted([response([credit('call_1', 2500)])]);

@@ -1,12 +1,9 @@
 import { z } from 'zod/v4';
-import { anyJsonSchema } from './common.js';
+import { anyJsonSchema, runIdSchema } from './common.js';
 import { toolExecutionSchema } from './tool-executions.js';
 
-/** A loop's run id: what `durableLoop` and `durableAgentRun` take (1-200 characters, no `:`, no spaces). */
-export const loopRunIdSchema = z
-  .string()
-  .regex(/^[^:\s]{1,200}$/, 'use 1-200 characters, no ":" and no spaces')
-  .describe("A run id of an application's own loop");
+/** A loop's calls carry run ids under the ledger's one rule (1-128 of `A-Z a-z 0-9 _ . -`). */
+export const loopRunIdSchema = runIdSchema.describe("A run id of an application's own loop");
 
 const loopPartSchema = z.discriminatedUnion('type', [
   z.object({ type: z.literal('text'), text: z.string() }),
