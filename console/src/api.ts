@@ -93,10 +93,11 @@ export interface Run {
 }
 
 export interface Worker {
-  readonly worker_id: string;
+  readonly worker_id: string | null;
   readonly kind: string;
-  readonly host: string;
-  readonly pid: number;
+  /** Null for all but admins: where a worker runs is the deployment's, not a tenant's. */
+  readonly host: string | null;
+  readonly pid: number | null;
   readonly concurrency: number;
   readonly version: string;
   readonly stopping: boolean;

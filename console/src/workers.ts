@@ -24,7 +24,7 @@ export const workersView: View = async (main) => {
         'Workers',
         ['Worker', 'Kind', 'Live', 'Last heartbeat', 'Runs held', 'Version'],
         items.map((w) => [
-          w.worker_id,
+          w.worker_id ?? h('span', { class: 'help' }, 'hidden (admins only)'),
           w.kind,
           w.stopping ? 'stopping' : w.live ? 'live' : 'not heard from',
           `${age(w.last_heartbeat_at)} ago`,
