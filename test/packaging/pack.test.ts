@@ -282,6 +282,52 @@ describe('the published package', () => {
     );
   });
 
+  it('runs an MCP server guarded by oncely/mcp-server and its client through oncely/mcp: one credit', () => {
+    // The MCP SDK, as a server's author adds it (an optional peer of oncely's).
+    run(
+      NPM,
+      ['install', '@modelcontextprotocol/sdk', '--no-audit', '--no-fund', '--prefer-offline'],
+      project,
+    );
+    const mcp = `
+      import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+      import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js';
+      import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
+      import { z } from 'zod';
+      import { executeToolCall, openLedger } from 'oncely';
+      import { mcpTools } from 'oncely/mcp';
+      import { onceOnly } from 'oncely/mcp-server';
+      const credits = [];
+      const server = onceOnly(new McpServer({ name: 'billing', version: '1.0.0' }), { store: 'sqlite:' + process.argv[2] });
+      server.registerTool('issue_credit', {
+        description: 'Credit', inputSchema: { accountId: z.string(), amountCents: z.number().int().positive() },
+        annotations: { readOnlyHint: false },
+      }, ({ accountId }) => {
+        credits.push(accountId);
+        return { content: [{ type: 'text', text: 'credited' }], structuredContent: { receipt: 'cr_' + credits.length } };
+      });
+      const [clientSide, serverSide] = InMemoryTransport.createLinkedPair();
+      await server.connect(serverSide);
+      const client = new Client({ name: 'bot', version: '1.0.0' });
+      await client.connect(clientSide);
+      const tools = await mcpTools(client, { prefix: 'billing', reconcile: { issue_credit: 'server' } });
+      const ledger = await openLedger('sqlite:' + process.argv[3]);
+      const call = { tenantId: 'acme', runId: 'r1', toolCallId: 'call_1' };
+      const args = { accountId: 'acct_7', amountCents: 2500 };
+      const first = await executeToolCall(ledger, tools[0], args, call);
+      // The same request again under its key, as after a lost answer: the stored result, no second credit.
+      const again = await client.callTool({ name: 'issue_credit', arguments: args, _meta: { 'oncely/idempotencyKey': 'r1:call_1' } });
+      const status = await client.callTool({ name: 'oncely_key_status', arguments: { key: 'r1:call_1' } });
+      console.log(tools.map((t) => t.name).join(','), first.status, again._meta?.['oncely/replayed'], status.structuredContent.status, credits.length);
+      await ledger.close();
+      await client.close();
+    `;
+    writeFileSync(join(project, 'mcp.mjs'), mcp);
+    expect(
+      run(process.execPath, ['mcp.mjs', join(dir, 'mcp-keys.db'), join(dir, 'mcp.db')], project).trim(),
+    ).toBe('billing_issue_credit completed true completed 1');
+  });
+
   it('ships the chat example, whose configuration and tools load from the installed package', () => {
     const example = join(project, 'node_modules', 'oncely', 'examples', 'chat');
     expect(readdirSync(example).sort()).toEqual(['oncely.yaml', 'public', 'server.mjs', 'tools.mjs']);
