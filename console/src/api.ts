@@ -339,3 +339,16 @@ export interface HookAsked {
   readonly record: ToolExecution;
   readonly said: HistoryEntry | null;
 }
+
+/** Asks a call's reconcile hook now; what it said is recorded in the call's history. */
+export const askHook = (key: string): Promise<HookAsked> =>
+  api<HookAsked>('POST', `/v1/tool-executions/${encodeURIComponent(key)}/reconcile`, {});
+
+/** What a hook asked now said, in words; `key` names the call where the page lists several. */
+export function hookWords(asked: HookAsked, key?: string): string {
+  const { said } = asked;
+  const hook = key === undefined ? 'The hook' : `The hook of ${key}`;
+  if (said === null) return `${hook} was asked; its answer was not recorded.`;
+  if (said.to === null) return `${hook} could not tell: ${said.reason ?? 'no reason'}.`;
+  return `${hook} found ${key ?? 'it'} ${said.to}${said.reason == null ? '' : `: ${said.reason}`}`;
+}

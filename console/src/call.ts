@@ -1,4 +1,4 @@
-import { api, ApiError, type HistoryEntry, type HookAsked, type ToolExecution } from './api.js';
+import { api, askHook, ApiError, hookWords, type HistoryEntry, type ToolExecution } from './api.js';
 import { announce, badge, facts, h, json, link, replace, table, time } from './dom.js';
 import { callHref, canAct, runHref, UNKNOWN, type View } from './common.js';
 import { showConversation } from './conversation.js';
@@ -193,18 +193,8 @@ export const callView: View = async (main, ctx) => {
       event.preventDefault();
       let words = '';
       void submit(
-        api<HookAsked>(
-          'POST',
-          `/v1/tool-executions/${encodeURIComponent(r.idempotency_key)}/reconcile`,
-          {},
-        ).then((asked) => {
-          const said = asked.said;
-          words =
-            said === null
-              ? 'The hook was asked; its answer was not recorded.'
-              : said.to === null
-                ? `The hook could not tell: ${said.reason ?? 'no reason'}.`
-                : `The hook found it ${said.to}: ${said.reason ?? ''}`;
+        askHook(r.idempotency_key).then((asked) => {
+          words = hookWords(asked);
         }),
         () => words,
       );

@@ -1,8 +1,9 @@
 import {
   api,
+  askHook,
+  hookWords,
   q,
   ApiError,
-  type HookAsked,
   type IncidentGroup,
   type Incidents,
   type ResolvedTogether,
@@ -61,7 +62,7 @@ export const incidentsView: View = async (main, ctx) => {
 
   const load = async (): Promise<void> => {
     const found = await api<Incidents>('GET', `/v1/incidents${q({ q: search.value.trim() })}`);
-    const groups = found.groups.map((g, i) => groupSection(g, i, canAct(ctx.me), askHook));
+    const groups = found.groups.map((g, i) => groupSection(g, i, canAct(ctx.me), askHookOf));
     replace(
       body,
       h(
@@ -193,18 +194,9 @@ export const incidentsView: View = async (main, ctx) => {
     await load();
   };
 
-  const askHook = async (key: string): Promise<void> => {
+  const askHookOf = async (key: string): Promise<void> => {
     try {
-      const asked = await api<HookAsked>(
-        'POST',
-        `/v1/tool-executions/${encodeURIComponent(key)}/reconcile`,
-        {},
-      );
-      const said = asked.said;
-      const words =
-        said === null || said.to === null
-          ? `The hook of ${key} could not tell${said?.reason == null ? '' : `: ${said.reason}`}.`
-          : `The hook found ${key} ${said.to}.`;
+      const words = hookWords(await askHook(key), key);
       announce(words);
       replace(outcome, h('p', { class: 'notice notice-ok', role: 'status' }, words));
       ctx.refreshCounts();
