@@ -4,8 +4,13 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createTestDatabase, tempSqlitePath } from '../support/databases.js';
-import { OncelyProcess, ROOT, createKeyWithCli, servingAddress, waitFor } from '../support/processes.js';
+import {
+  ROOT,
+  createKeyWithCli,
+  serveFreshStore,
+  waitFor,
+  type OncelyProcess,
+} from '../support/processes.js';
 
 /*
  * The operator console in a real Chromium, against a real `oncely serve` (with its worker) on SQLite
@@ -35,40 +40,16 @@ interface Served {
 }
 
 async function serve(kind: 'sqlite' | 'postgres'): Promise<Served> {
-  let url: string;
-  let drop: () => Promise<void>;
-  if (kind === 'sqlite') {
-    const file = tempSqlitePath('console');
-    url = `sqlite:${file.path}`;
-    drop = () => Promise.resolve(file.cleanup());
-  } else {
-    const db = await createTestDatabase('console');
-    url = db.url;
-    drop = () => db.drop();
-  }
-  const migrate = new OncelyProcess(['migrate', '--create', '--database-url', url], {});
-  expect((await migrate.exit(30_000)).code, migrate.stderr).toBe(0);
-  const proc = new OncelyProcess(
-    ['serve', '--config', CONFIG, '--database-url', url, '--port', '0', '--poll-ms', '100'],
-    {},
-  );
-  const base = await servingAddress(proc);
-  const key = (tenant: string, actor: string, role: string) => createKeyWithCli(url, { tenant, actor, role });
+  const served = await serveFreshStore(kind, 'console', CONFIG);
+  const key = (tenant: string, actor: string, role: string) =>
+    createKeyWithCli(served.url, { tenant, actor, role });
   const keys = {
     ana: await key('acme', 'ops-ana', 'operator'),
     bo: await key('acme', 'ops-bo', 'operator'),
     viewer: await key('acme', 'ops-vic', 'viewer'),
     other: await key('globex', 'ops-gus', 'operator'),
   };
-  return {
-    base,
-    proc,
-    keys,
-    cleanup: async () => {
-      await proc.stop();
-      await drop();
-    },
-  };
+  return { base: served.base, proc: served.proc, keys, cleanup: () => served.stop() };
 }
 
 async function call(s: Served, method: string, path: string, body?: unknown, key = s.keys.ana) {

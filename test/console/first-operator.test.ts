@@ -2,8 +2,7 @@ import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { chromium, type Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createTestDatabase, tempSqlitePath } from '../support/databases.js';
-import { OncelyProcess, createKeyWithCli, servingAddress, waitFor } from '../support/processes.js';
+import { createKeyWithCli, serveFreshStore, waitFor } from '../support/processes.js';
 
 /*
  * A scripted first-time operator: signed in, on the console's home, told only "a payment's outcome
@@ -32,17 +31,8 @@ describe.skipIf(!hasChromium)('a first-time operator settles an unknown call fro
   });
 
   it.each(['sqlite', 'postgres'] as const)('on %s: at most 3 clicks and 30 s', async (kind) => {
-    const db =
-      kind === 'sqlite' ? tempSqlitePath('first-operator') : await createTestDatabase('first_operator');
-    const url = 'url' in db ? db.url : `sqlite:${db.path}`;
-    const migrate = new OncelyProcess(['migrate', '--create', '--database-url', url], {});
-    expect((await migrate.exit(30_000)).code, migrate.stderr).toBe(0);
-    const proc = new OncelyProcess(
-      ['serve', '--config', CONFIG, '--database-url', url, '--port', '0', '--poll-ms', '100'],
-      {},
-    );
+    const { url, base, stop } = await serveFreshStore(kind, 'first-operator', CONFIG);
     try {
-      const base = await servingAddress(proc);
       const key = await createKeyWithCli(url, { tenant: 'acme', actor: 'ops-new', role: 'operator' });
       const headers = { authorization: `Bearer ${key}`, 'content-type': 'application/json' };
       const started = await fetch(`${base}/v1/runs`, {
@@ -99,9 +89,7 @@ describe.skipIf(!hasChromium)('a first-time operator settles an unknown call fro
       });
       await page.context().close();
     } finally {
-      await proc.stop();
-      if ('drop' in db) await db.drop();
-      else db.cleanup();
+      await stop();
     }
   });
 });

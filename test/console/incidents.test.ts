@@ -9,8 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { defineTool, external, isOncelyError, openLedger, type Ledger, type Tool } from '../../src/index.js';
 import { durableLoop } from '../../src/frameworks/ai-sdk/index.js';
-import { createTestDatabase, tempSqlitePath } from '../support/databases.js';
-import { OncelyProcess, ROOT, createKeyWithCli, servingAddress, waitFor } from '../support/processes.js';
+import { ROOT, createKeyWithCli, serveFreshStore, waitFor } from '../support/processes.js';
 
 /*
  * The console's pages for an outage, in a real Chromium against a real `oncely serve` on SQLite and
@@ -48,32 +47,14 @@ interface Served {
   readonly url: string;
   readonly key: string;
   readonly viewerKey: string;
-  readonly proc: OncelyProcess;
-  readonly drop: () => Promise<void>;
+  readonly stop: () => Promise<void>;
 }
 
 async function serve(kind: 'sqlite' | 'postgres'): Promise<Served> {
-  let url: string;
-  let drop: () => Promise<void>;
-  if (kind === 'sqlite') {
-    const file = tempSqlitePath('console-incidents');
-    url = `sqlite:${file.path}`;
-    drop = () => Promise.resolve(file.cleanup());
-  } else {
-    const db = await createTestDatabase('console_incidents');
-    url = db.url;
-    drop = () => db.drop();
-  }
-  const migrate = new OncelyProcess(['migrate', '--create', '--database-url', url], {});
-  expect((await migrate.exit(30_000)).code, migrate.stderr).toBe(0);
-  const proc = new OncelyProcess(
-    ['serve', '--config', CONFIG, '--database-url', url, '--port', '0', '--poll-ms', '100'],
-    {},
-  );
-  const base = await servingAddress(proc);
+  const { url, base, stop } = await serveFreshStore(kind, 'console-incidents', CONFIG);
   const key = await createKeyWithCli(url, { tenant: 'acme', actor: 'ops-ana', role: 'operator' });
   const viewerKey = await createKeyWithCli(url, { tenant: 'acme', actor: 'ops-vic', role: 'viewer' });
-  return { base, url, key, viewerKey, proc, drop };
+  return { base, url, key, viewerKey, stop };
 }
 
 async function call(s: Served, method: string, path: string, body?: unknown) {
@@ -184,8 +165,7 @@ describe.skipIf(!hasChromium)('the console in an outage, in Chromium', () => {
     });
     afterAll(async () => {
       await ledger?.close();
-      await s?.proc.stop();
-      await s?.drop();
+      await s?.stop();
     });
 
     it("a call of the application's own loop opens with its run's page and its recorded conversation", async () => {

@@ -1,6 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { createTestDatabase, tempSqlitePath } from './databases.js';
 
 export const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const CLI = fileURLToPath(new URL('../../dist/cli/main.js', import.meta.url));
@@ -133,4 +134,58 @@ export async function createKeyWithCli(
   const exit = await proc.exit(20_000);
   if (exit.code !== 0) throw new Error(`keys create exited ${exit.code}: ${proc.stderr}`);
   return proc.stdout.split('\n')[0]!;
+}
+
+/** A migrated store of its own and an `oncely serve` on it, for tests that drive the server from outside. */
+export interface ServedStore {
+  /** The store's URL (`sqlite:<file>` or a PostgreSQL database of its own). */
+  readonly url: string;
+  /** The server's base URL. */
+  readonly base: string;
+  readonly proc: OncelyProcess;
+  /** Stops the server, then drops the store. */
+  readonly stop: () => Promise<void>;
+}
+
+/**
+ * A fresh SQLite file or PostgreSQL database (named after `label`), migrated with `oncely migrate
+ * --create`, then `oncely serve --config <config>` on it (port 0, polled every 100 ms), with `env`.
+ */
+export async function serveFreshStore(
+  kind: 'sqlite' | 'postgres',
+  label: string,
+  config: string,
+  env: Record<string, string> = {},
+): Promise<ServedStore> {
+  const { url, drop } =
+    kind === 'sqlite'
+      ? (() => {
+          const file = tempSqlitePath(label);
+          return { url: `sqlite:${file.path}`, drop: () => Promise.resolve(file.cleanup()) };
+        })()
+      : await createTestDatabase(label.replace(/-/g, '_'));
+  const migrate = new OncelyProcess(['migrate', '--create', '--database-url', url], {});
+  const migrated = await migrate.exit(30_000);
+  if (migrated.code !== 0) {
+    await drop();
+    throw new Error(`migrate exited ${migrated.code}: ${migrate.stderr}`);
+  }
+  const proc = new OncelyProcess(
+    ['serve', '--config', config, '--database-url', url, '--port', '0', '--poll-ms', '100'],
+    env,
+  );
+  const base = await servingAddress(proc).catch(async (error: unknown) => {
+    await proc.stop();
+    await drop();
+    throw error;
+  });
+  return {
+    url,
+    base,
+    proc,
+    stop: async () => {
+      await proc.stop();
+      await drop();
+    },
+  };
 }
