@@ -157,13 +157,17 @@ export async function serveFreshStore(
   config: string,
   env: Record<string, string> = {},
 ): Promise<ServedStore> {
-  const { url, drop } =
-    kind === 'sqlite'
-      ? (() => {
-          const file = tempSqlitePath(label);
-          return { url: `sqlite:${file.path}`, drop: () => Promise.resolve(file.cleanup()) };
-        })()
-      : await createTestDatabase(label.replace(/-/g, '_'));
+  let url: string;
+  let drop: () => Promise<void>;
+  if (kind === 'sqlite') {
+    const file = tempSqlitePath(label);
+    url = `sqlite:${file.path}`;
+    drop = () => Promise.resolve(file.cleanup());
+  } else {
+    const db = await createTestDatabase(label.replace(/-/g, '_'));
+    url = db.url;
+    drop = () => db.drop();
+  }
   const migrate = new OncelyProcess(['migrate', '--create', '--database-url', url], {});
   const migrated = await migrate.exit(30_000);
   if (migrated.code !== 0) {
