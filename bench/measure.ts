@@ -1,3 +1,4 @@
+import { readdirSync, readFileSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
 import type { BenchCase, OpenCase } from './case.js';
 
@@ -14,11 +15,50 @@ export interface Sample {
   /** PostgreSQL only: write transactions (xids assigned) per unit, and WAL bytes per unit. */
   readonly commitsPerUnit?: number;
   readonly walBytesPerUnit?: number;
+  /** This process's CPU (all its threads, user and system) per unit, in milliseconds. */
+  readonly clientCpuMsPerUnit?: number;
+  /** PostgreSQL's CPU per unit (every server process, when the server runs on this machine), in ms. */
+  readonly serverCpuMsPerUnit?: number;
 }
 
 /** Server-wide counters read before and after a case (PostgreSQL: next xid, WAL position). */
 export interface Counters {
-  read(): Promise<{ xid: bigint; walBytes: bigint }>;
+  read(): Promise<{ xid: bigint; walBytes: bigint; serverCpuMs?: number }>;
+}
+
+/** CPU time (ms, user and system) of a process's threads from its `/proc` stat line. */
+function procCpuMs(stat: string): number {
+  // Fields after the command (which may hold spaces) in parentheses: utime and stime are the 12th and 13th.
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return ((Number(fields[11]) + Number(fields[12])) * 1000) / CLOCK_TICKS;
+}
+/** Linux's USER_HZ: the unit of `/proc/<pid>/stat`'s times (100 on every mainstream kernel). */
+const CLOCK_TICKS = 100;
+
+/**
+ * The CPU used so far by every process of a local PostgreSQL server (its backends, writers and
+ * checkpointer; ended backends' time is lost with them, so a case's connections must stay open while
+ * it is measured, which they do), or undefined where there is no `/proc` or no such process.
+ */
+export function postgresCpuMs(): number | undefined {
+  let total = 0;
+  let found = false;
+  let pids: string[];
+  try {
+    pids = readdirSync('/proc').filter((d) => /^\d+$/.test(d));
+  } catch {
+    return undefined;
+  }
+  for (const pid of pids) {
+    try {
+      if (readFileSync(`/proc/${pid}/comm`, 'utf8').trim() !== 'postgres') continue;
+      total += procCpuMs(readFileSync(`/proc/${pid}/stat`, 'utf8'));
+      found = true;
+    } catch {
+      // The process ended between the listing and the read.
+    }
+  }
+  return found ? total : undefined;
 }
 
 /** Runs `ops` operations with `concurrency` workers, timing each one. */
@@ -82,7 +122,9 @@ export async function sample(
   try {
     const units = benchCase.unitsPerOp ?? 1;
     const before = await counters?.read();
+    const cpuBefore = process.cpuUsage();
     const { seconds, latencies } = await timeOps(open, benchCase.ops, benchCase.concurrency);
+    const cpu = process.cpuUsage(cpuBefore);
     const after = await counters?.read();
     const sorted = latencies.map((ms) => ms / units).sort((a, b) => a - b);
     const totalUnits = benchCase.ops * units;
@@ -93,6 +135,10 @@ export async function sample(
       perSecond: totalUnits / seconds,
       p50ms: quantile(sorted, 0.5),
       p99ms: quantile(sorted, 0.99),
+      clientCpuMsPerUnit: (cpu.user + cpu.system) / 1000 / totalUnits,
+      ...(before?.serverCpuMs === undefined || after?.serverCpuMs === undefined
+        ? {}
+        : { serverCpuMsPerUnit: (after.serverCpuMs - before.serverCpuMs) / totalUnits }),
       ...(before === undefined || after === undefined
         ? {}
         : {

@@ -175,6 +175,8 @@ export interface CaseSummary {
   readonly p99ms: number;
   readonly commitsPerUnit?: number;
   readonly walBytesPerUnit?: number;
+  readonly clientCpuMsPerUnit?: number;
+  readonly serverCpuMsPerUnit?: number;
 }
 
 export function summarise(cases: readonly BenchCase[], samples: readonly Sample[]): CaseSummary[] {
@@ -187,6 +189,8 @@ export function summarise(cases: readonly BenchCase[], samples: readonly Sample[
     };
     const commits = of((s) => s.commitsPerUnit);
     const wal = of((s) => s.walBytesPerUnit);
+    const clientCpu = of((s) => s.clientCpuMsPerUnit);
+    const serverCpu = of((s) => s.serverCpuMsPerUnit);
     return [
       {
         id: c.id,
@@ -198,6 +202,8 @@ export function summarise(cases: readonly BenchCase[], samples: readonly Sample[
         p99ms: of((s) => s.p99ms)!,
         ...(commits === undefined ? {} : { commitsPerUnit: commits }),
         ...(wal === undefined ? {} : { walBytesPerUnit: wal }),
+        ...(clientCpu === undefined ? {} : { clientCpuMsPerUnit: clientCpu }),
+        ...(serverCpu === undefined ? {} : { serverCpuMsPerUnit: serverCpu }),
       },
     ];
   });
@@ -285,18 +291,20 @@ export function markdown(
   lines.push('## Every case', '');
   lines.push(
     'Per unit (a write, a read, a call, a step or a run, as the case says); p50 and p99 over one',
-    'round’s operations, then the median over rounds.',
+    'round’s operations, then the median over rounds. CPU is milliseconds per unit: the benchmark’s',
+    'own process (all its threads, user and system time; the peers run in it too) and every process of',
+    'the PostgreSQL server (read from `/proc`, in ticks of 10 ms summed over the case).',
     '',
   );
   lines.push(
-    '| case | unit | per second | p50 ms | p99 ms | commits | WAL bytes |',
-    '| --- | --- | --- | --- | --- | --- | --- |',
+    '| case | unit | per second | p50 ms | p99 ms | commits | WAL bytes | CPU ms, client | CPU ms, server |',
+    '| --- | --- | --- | --- | --- | --- | --- | --- | --- |',
   );
   for (const s of summaries) {
     lines.push(
       `| ${s.label} (\`${s.id}\`) | ${s.unit} | ${fmt(s.perSecond, 0)} | ${fmt(s.p50ms)} | ${fmt(s.p99ms)} | ${fmt(
         s.commitsPerUnit,
-      )} | ${fmt(s.walBytesPerUnit, 0)} |`,
+      )} | ${fmt(s.walBytesPerUnit, 0)} | ${fmt(s.clientCpuMsPerUnit, 3)} | ${fmt(s.serverCpuMsPerUnit, 3)} |`,
     );
   }
   lines.push('');

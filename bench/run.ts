@@ -11,11 +11,18 @@ import pg from 'pg';
 import { format, resolveConfig } from 'prettier';
 import { startOwnPostgres, type OwnPostgres } from '../test/support/own-postgres.js';
 import type { BenchCase } from './case.js';
-import { median, sample, shuffled, type Counters, type Sample } from './measure.js';
+import { median, postgresCpuMs, sample, shuffled, type Counters, type Sample } from './measure.js';
 import { modelCases } from './model-cases.js';
 import { postgresCases, sqliteCases } from './oncely-cases.js';
 import { peerCases } from './peers.js';
-import { judge, markdown, summarise, type Environment } from './report.js';
+import {
+  judge,
+  markdown,
+  summarise,
+  type CaseSummary,
+  type Environment,
+  type TargetResult,
+} from './report.js';
 import { measureCluster } from './cluster.js';
 import { measureScale } from './scale.js';
 import { longRuns, type StorageReport } from './storage.js';
@@ -24,6 +31,11 @@ const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);
 const SCALE = Number(process.env.BENCH_SCALE ?? 1);
 const SEED = Number(process.env.BENCH_SEED ?? Date.now() % 100_000);
 const ROOT = fileURLToPath(new URL('../', import.meta.url));
+/**
+ * `BENCH_ONLY=<regular expression>`: only the cases whose ids match, in rounds as always, for an A/B
+ * of one change; it prints their figures and writes nothing (no storage, scale or cluster parts).
+ */
+const ONLY = process.env.BENCH_ONLY ? new RegExp(process.env.BENCH_ONLY) : undefined;
 
 function progress(message: string): void {
   process.stderr.write(`[bench] ${message}\n`);
@@ -38,7 +50,12 @@ function serverCounters(admin: pg.Client): Counters {
                 (pg_current_wal_lsn() - '0/0'::pg_lsn)::text AS wal`,
       );
       const row = rows[0]!;
-      return { xid: BigInt(row.xid), walBytes: BigInt(row.wal.split('.')[0]!) };
+      const serverCpuMs = postgresCpuMs();
+      return {
+        xid: BigInt(row.xid),
+        walBytes: BigInt(row.wal.split('.')[0]!),
+        ...(serverCpuMs === undefined ? {} : { serverCpuMs }),
+      };
     },
   };
 }
@@ -113,19 +130,27 @@ async function writeReport(
     ...(storage === undefined ? {} : { storage }),
   });
   writeFileSync(join(ROOT, 'docs/benchmarks.json'), await format(json, { ...style, parser: 'json' }));
+  printFigures(summaries, results);
+  progress('wrote docs/benchmarks.md and docs/benchmarks.json');
+}
+
+function printFigures(summaries: readonly CaseSummary[], results: readonly TargetResult[]): void {
   console.table(
     summaries.map((s) => ({
       case: s.id,
       perSecond: Math.round(s.perSecond),
-      p50ms: s.p50ms.toFixed(2),
+      p50ms: s.p50ms.toFixed(3),
       commits: s.commitsPerUnit?.toFixed(2) ?? '',
+      wal: s.walBytesPerUnit?.toFixed(0) ?? '',
+      cpuClient: s.clientCpuMsPerUnit?.toFixed(3) ?? '',
+      cpuServer: s.serverCpuMsPerUnit?.toFixed(3) ?? '',
     })),
   );
   for (const r of results) {
+    if (r.value === undefined) continue;
     const verdict = r.met === true ? 'met   ' : r.met === false ? 'MISSED' : 'n/a   ';
-    console.log(`${verdict} ${r.target.says}: ${r.value?.toFixed(2) ?? '-'}`);
+    console.log(`${verdict} ${r.target.says}: ${r.value.toFixed(2)}`);
   }
-  progress('wrote docs/benchmarks.md and docs/benchmarks.json');
 }
 
 async function main(): Promise<void> {
@@ -150,7 +175,7 @@ async function main(): Promise<void> {
     const pgCases: BenchCase[] = [...postgresCases(), ...(await peerCases(progress))];
     // Cases on a SQLite file, and the model's, which need no database (they are given a path too).
     const liteCases = [...sqliteCases(), ...modelCases()];
-    const all = [...pgCases, ...liteCases];
+    const all = [...pgCases, ...liteCases].filter((c) => ONLY === undefined || ONLY.test(c.id));
     const samples: Sample[] = [];
     const rounds: Map<string, Sample>[] = [];
     let n = 0;
@@ -178,6 +203,10 @@ async function main(): Promise<void> {
         mine.set(c.id, s);
       }
       rounds.push(mine);
+    }
+    if (ONLY !== undefined) {
+      printFigures(summarise(all, samples), judge(rounds));
+      return;
     }
     // Run storage: long runs on both stores, then a database at scale (each on databases of their own).
     const fresh = async (): Promise<{ url: string; drop(): Promise<void> }> => {
