@@ -337,6 +337,11 @@ function timedLedger(
       written(reservedOf(results));
       return results;
     },
+    reserveUnlessRepeat: async (request, scope, actor) => {
+      const result = await time('reserve', () => ledger.reserveUnlessRepeat(request, scope, actor));
+      if (result.kind === 'reserved') written([result.record]);
+      return result;
+    },
     transition: async (request) => {
       const result = await time('transition', () => ledger.transition(request));
       written(appliedOf([result]));

@@ -7,7 +7,7 @@ import {
   type RepeatPolicy,
 } from '../ledger/index.js';
 import { isFinalRunStatus, type ApprovalRecord } from '../run-state/index.js';
-import type { NewApproval, StoreTx } from '../store/index.js';
+import type { InlineRepeatScope, NewApproval, StoreTx } from '../store/index.js';
 import type { Ledger } from './ledger.js';
 import { REASON_MAX, assertActorId, operatorReason } from './operator-input.js';
 import type { PreparedCall } from './prepare.js';
@@ -91,6 +91,31 @@ export async function approvalsToConsume(
   if (first !== undefined) throw refusal(first, refused.length);
   return { consume, windowed };
 }
+
+/**
+ * The scope a guarded call's reservation checks for repeats itself (`reserveUnlessRepeat`), where the
+ * gate would read nothing but its repeats: one call, of a tool that needs no approval, guarding its
+ * repeats (policy other than `allow`) in its run or conversation, not across the tenant (a window is
+ * checked again under a lock). Undefined: the gate runs first, as for every other batch.
+ */
+export function inlineRepeatScope(
+  prepared: readonly PreparedCall[],
+  onRepeat: RepeatPolicy | undefined,
+): InlineRepeatScope | undefined {
+  const [call] = prepared;
+  if (call === undefined || prepared.length !== 1) return undefined;
+  const { tool, request } = call;
+  if (tool.effect.kind === 'read' || tool.effect.approval || tool.repeatWindowMs !== undefined)
+    return undefined;
+  if ((onRepeat ?? tool.onRepeat ?? DEFAULT_REPEAT_POLICY) === 'allow' || request.repeatDigest == null)
+    return undefined;
+  return request.conversationId == null
+    ? { kind: 'run', runId: request.runId }
+    : { kind: 'conversation', conversationId: request.conversationId };
+}
+
+/** Nothing to consume or check again: the gate had nothing to say. */
+export const NOT_GATED: Gated = { consume: [], windowed: [] };
 
 /** What may go ahead: the calls whose approval the reservation consumes, and the windowed calls to check again. */
 export interface Gated {

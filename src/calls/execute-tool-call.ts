@@ -2,7 +2,7 @@ import { setMaxListeners } from 'node:events';
 import { crashPoint, unsafeSwitch } from '../crash/index.js';
 import { landsUntil, type RepeatPolicy, type ToolExecutionRecord } from '../ledger/index.js';
 import type { ReserveRequest, ReserveResult, TransitionRequest, TransitionResult } from '../store/index.js';
-import { approvalsToConsume, consumeApproval } from './approvals.js';
+import { NOT_GATED, approvalsToConsume, consumeApproval, inlineRepeatScope } from './approvals.js';
 import type { Tool } from '../tools/index.js';
 import { runAttempts, type AttemptOutcome } from './attempt.js';
 import type { CallProgress } from './call-progress.js';
@@ -89,16 +89,28 @@ export async function executeToolCalls(
   const prepared = calls.map(prepareCall);
   assertBatch(prepared);
   if (prepared.length === 0) return [];
-  const gated = await approvalsToConsume(ledger, prepared, options.onRepeat);
-  const allToConsume = gated.consume;
+  // One call that needs no approval has its repeat check made by its reservation itself (one
+  // statement instead of a read and then the reservation); the gate runs only if that finds a repeat.
+  const inline = inlineRepeatScope(prepared, options.onRepeat);
+  let gated = inline === undefined ? await approvalsToConsume(ledger, prepared, options.onRepeat) : NOT_GATED;
   const reserve: Reserve = (requests) => ledger.store.ledger.reserve(requests, ledger.actor);
   const { signal, release } = batchSignal(options.signal, prepared.length);
   const settled = new Array<PromiseSettledResult<CallProgress>>(prepared.length);
   const index = new Map(prepared.map((call, i) => [call, i]));
   let ran = 0;
   // Calls of a tool with a cluster-wide limit wait for a slot before they are reserved (in waves).
-  const slotted = inToolSlots(ledger, prepared, signal, async (wave) => {
-    const consume = allToConsume.filter((c) => wave.includes(c));
+  const reserveWave = async (
+    wave: readonly PreparedCall[],
+  ): Promise<Map<PreparedCall, CallProgress | undefined>> => {
+    const [only] = wave;
+    if (inline !== undefined && only !== undefined) {
+      const reserved = await ledger.store.ledger.reserveUnlessRepeat(only.request, inline, ledger.actor);
+      // An earlier identical call stands (or this key was reserved just now by another caller): the
+      // gate decides as it does for every call, reading both again.
+      if (reserved.kind === 'repeated') gated = await approvalsToConsume(ledger, prepared, options.onRepeat);
+      else return answerWave(wave, [reserved]);
+    }
+    const consume = gated.consume.filter((c) => wave.includes(c));
     const keys = new Set(wave.map((p) => p.request.idempotencyKey));
     const recheck = gated.windowed.filter((w) => keys.has(w.request.idempotencyKey));
     const reservations =
@@ -110,6 +122,12 @@ export async function executeToolCalls(
             await approvalsToConsume(ledger, prepared, options.onRepeat);
             throw raceError(error);
           });
+    return answerWave(wave, reservations);
+  };
+  const answerWave = async (
+    wave: readonly PreparedCall[],
+    reservations: readonly ReserveResult[],
+  ): Promise<Map<PreparedCall, CallProgress | undefined>> => {
     const results = await Promise.allSettled(
       wave.map((call, i) =>
         proceedCall(ledger, call, reservations[i], {
@@ -129,7 +147,8 @@ export async function executeToolCalls(
       answers.set(call, result.status === 'fulfilled' ? result.value : undefined);
     });
     return answers;
-  });
+  };
+  const slotted = inToolSlots(ledger, prepared, signal, reserveWave);
   // Waiting for a slot may end the batch (an abort, a store error) after earlier waves ran: what
   // those calls came to is still recorded first, or a call that completed would stay `started`.
   const stopped = await slotted.then(

@@ -1,5 +1,6 @@
 export type { Store, StoreTx, StoreDialect, SchemaState, MigrationReport } from './store.js';
 export type {
+  InlineRepeatScope,
   LedgerStore,
   ReserveRequest,
   ReserveResult,

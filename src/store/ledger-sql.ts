@@ -122,6 +122,43 @@ SELECT false AS mine, t.* FROM tool_executions t
 WHERE t.tenant_id = $9 AND t.idempotency_key = $1 AND NOT EXISTS (SELECT 1 FROM up)`,
 } as const;
 
+/**
+ * RESERVE_ONE with the call's repeat check in the same statement (a guarded call's, `reserveUnlessRepeat`):
+ * the record is inserted only where no other call of its scope with its repeat digest took effect or
+ * may have (REPEATS' rule; one descent of the repeats index). No row back: an earlier call stands and
+ * this key has none (or a record of this key committed after the statement began; the caller's
+ * careful path reads both again). The scope's value is `$15`.
+ */
+function reserveOneUnless(scope: string): string {
+  return `
+WITH ${CLOCK}, earlier AS (
+  SELECT 1 FROM tool_executions
+  WHERE tenant_id = $9 AND repeat_digest = $13 AND ${scope} AND idempotency_key <> $1
+    AND NOT (status = 'failed' AND conflict_at IS NULL)
+  LIMIT 1
+), up AS (
+  INSERT INTO tool_executions AS t (tenant_id, idempotency_key, run_id, tool_call_id, tool_name, effect,
+    args, args_digest, status, attempt, version, compensation_of, attempt_timeout_ms, created_at, updated_at,
+    attempt_started_at, repeat_digest, conversation_id)
+  SELECT $9, $1, $2, $3, $4, $5, $6::jsonb, $7, 'started', 1, 1, $8, $12::integer,
+    (SELECT at FROM clock), (SELECT at FROM clock), (SELECT at FROM clock), $13, $14
+  WHERE NOT EXISTS (SELECT 1 FROM earlier)
+  ON CONFLICT (tenant_id, idempotency_key) DO NOTHING
+  RETURNING t.*
+), ${reservedEvents('$10', '$11')}
+SELECT true AS mine, up.* FROM up
+UNION ALL
+SELECT false AS mine, t.* FROM tool_executions t
+WHERE t.tenant_id = $9 AND t.idempotency_key = $1 AND NOT EXISTS (SELECT 1 FROM up)`;
+}
+
+export const RESERVE_ONE_UNLESS_REPEAT = {
+  postgres: {
+    run: reserveOneUnless('run_id = $15'),
+    conversation: reserveOneUnless('conversation_id = $15'),
+  },
+} as const;
+
 /** RESERVE_ONE's parameters: RESERVE's, each the one call's value. */
 export function reserveOneParams(r: ReserveRequest, actor: Actor): unknown[] {
   return [

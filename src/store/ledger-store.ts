@@ -106,6 +106,9 @@ export interface ListFilter {
   readonly after?: ListCursor;
 }
 
+/** The scopes a reservation can check for repeats itself (a tenant-wide window is checked under a lock). */
+export type InlineRepeatScope = Extract<RepeatScope, { kind: 'run' | 'conversation' }>;
+
 /** A record's key, with its tenant. */
 export interface LedgerKey {
   readonly tenantId: string;
@@ -116,6 +119,18 @@ export interface LedgerKey {
 export interface LedgerStore {
   /** Reserves every request atomically: of any number of concurrent reservers, one wins each key. */
   reserve(requests: readonly ReserveRequest[], actor: Actor): Promise<ReserveResult[]>;
+  /**
+   * One new call's reservation with its repeat check in the same write: the call is reserved only if
+   * no other call of its scope (its run, or its conversation) with its repeat digest took effect or
+   * may have (as `repeatsOf` finds them). `repeated`: such a call exists and this key has no record;
+   * nothing was written, and the caller decides as a repeat is decided. A record of this key that
+   * stands comes back `existing` whatever the scope holds. The request must carry a repeat digest.
+   */
+  reserveUnlessRepeat(
+    request: ReserveRequest,
+    scope: InlineRepeatScope,
+    actor: Actor,
+  ): Promise<ReserveResult | { readonly kind: 'repeated' }>;
   transition(request: TransitionRequest): Promise<TransitionResult>;
   /**
    * Several transitions, each its own compare-and-set exactly as `transition` would make it, in one

@@ -1,4 +1,4 @@
-import type { TransitionRequest } from './ledger-store.js';
+import type { ReserveRequest, TransitionRequest } from './ledger-store.js';
 import { OncelyError } from '../errors/index.js';
 import { UNKNOWN_STATUSES, assertTransition, contradicts, settles } from '../ledger/index.js';
 import type {
@@ -114,6 +114,15 @@ export function toEvent(row: EventRow): LedgerEvent {
     reason: row.reason,
     detail: json<JsonValue>(row.detail),
   };
+}
+
+/** `reserveUnlessRepeat` takes a new call with a repeat digest; a re-open goes through `reserve`. */
+export function assertInlineRepeat(request: ReserveRequest): void {
+  if (request.repeatDigest == null || request.reopenVersion !== undefined) {
+    throw new Error(
+      `reserveUnlessRepeat of ${request.idempotencyKey} needs a new call with a repeat digest (a re-open goes through reserve)`,
+    );
+  }
 }
 
 /**

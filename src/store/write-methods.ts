@@ -14,7 +14,7 @@ import type { WorkflowStore } from './workflow-store.js';
  * the type lists every method name that is not a read.
  */
 export const WRITE_METHODS = {
-  ledger: ['reserve', 'transition', 'transitions', 'note', 'guardRepeats'],
+  ledger: ['reserve', 'reserveUnlessRepeat', 'transition', 'transitions', 'note', 'guardRepeats'],
   runs: [
     'create',
     'claimNext',

@@ -71,6 +71,43 @@ describe.each(STORE_KINDS)('repeats of guarded calls on %s', (kind) => {
   const run = () => `run_rep_${++seq}`;
   const account = () => ({ ...CREDIT, accountId: `acct_${++seq}` });
 
+  it('a new guarded call checks its repeats in its reservation: no read before it, unless the reservation finds one', async () => {
+    const ran: string[] = [];
+    const credit = creditTool(ran);
+    const runId = run();
+    const args = account();
+    const reads: string[] = [];
+    const watched = new Ledger(
+      {
+        ...store,
+        ledger: new Proxy(store.ledger, {
+          get(target, property, receiver) {
+            const value: unknown = Reflect.get(target, property, receiver);
+            if (typeof value !== 'function' || typeof property !== 'string') return value;
+            return (...a: unknown[]) => {
+              reads.push(property);
+              return (value as (...b: unknown[]) => unknown).apply(target, a);
+            };
+          },
+        }),
+      },
+      { actorId: 'repeats-test', landingMarginMs: 0, log: { error: () => undefined } },
+    );
+    await executeToolCall(watched, credit, args, { tenantId: TENANT, runId, toolCallId: 'c1' });
+    expect(reads).toEqual(['reserveUnlessRepeat', 'transition']);
+    reads.length = 0;
+    // The same credit again: the reservation writes nothing, and the gate reads what it needs.
+    const refused = await refusal(() =>
+      executeToolCall(watched, credit, args, { tenantId: TENANT, runId, toolCallId: 'c2' }),
+    );
+    expect(refused.code).toBe('APPROVAL_REQUIRED');
+    expect(reads[0]).toBe('reserveUnlessRepeat');
+    expect(reads).toContain('repeatsOf');
+    expect(reads).not.toContain('reserve');
+    expect(ran).toEqual([`${runId}:c1`]);
+    expect(await store.ledger.get(TENANT, `${runId}:c2`)).toBeUndefined();
+  });
+
   it('asks by default: the same credit again in the run is refused until approved, then runs once', async () => {
     const ran: string[] = [];
     const credit = creditTool(ran);

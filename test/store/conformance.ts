@@ -20,6 +20,7 @@ import {
   openStore,
   type ListCursor,
   type ListFilter,
+  type InlineRepeatScope,
   type ReserveRequest,
   type Store,
   type TransitionRequest,
@@ -211,6 +212,52 @@ export function describeStoreConformance(
       expect(await store.ledger.repeatsOf('other-tenant', [digest], { kind: 'tenant', sinceMs: 0 })).toEqual(
         [],
       );
+    });
+
+    it('reserveUnlessRepeat reserves a new call only where no earlier call of its scope took effect or may have', async () => {
+      const digest = `u_${seq}_${Date.now()}`;
+      const runA = `run_unless_a_${seq}`;
+      const scope = { kind: 'run', runId: runA } as const;
+      const kinds = async (req: ReserveRequest, inScope: InlineRepeatScope = scope) =>
+        (await store.ledger.reserveUnlessRepeat(req, inScope, RUNTIME)).kind;
+
+      // Nothing earlier, or only a call that did not take effect: reserved, with its history event.
+      await recordIn('failed', { runId: runA, toolCallId: 'c0', repeatDigest: digest });
+      const first = request({ runId: runA, toolCallId: 'c1', repeatDigest: digest });
+      expect(await kinds(first)).toBe('reserved');
+      expect((await snapshot(first.idempotencyKey)).history.map((e) => e.via)).toEqual(['reserve']);
+      // Its own record is no earlier call of itself: a replay is answered with the record.
+      expect(await kinds(first)).toBe('existing');
+      // A second call with the digest: the first may have taken effect (started), so nothing is written.
+      const second = request({ runId: runA, toolCallId: 'c2', repeatDigest: digest });
+      expect(await kinds(second)).toBe('repeated');
+      expect(await snapshot(second.idempotencyKey)).toEqual({ record: undefined, history: [] });
+      // Other digests, and other runs, are no repeats of it.
+      expect(await kinds(request({ runId: runA, toolCallId: 'c3', repeatDigest: `${digest}_x` }))).toBe(
+        'reserved',
+      );
+      expect(
+        await kinds(request({ runId: `${runA}_b`, toolCallId: 'c1', repeatDigest: digest }), {
+          kind: 'run',
+          runId: `${runA}_b`,
+        }),
+      ).toBe('reserved');
+      // A key that has a record is answered with it, whatever the scope holds.
+      const standing = await recordIn('completed', { runId: runA, toolCallId: 'c4', repeatDigest: digest });
+      const [again] = await Promise.all([
+        kinds({ ...second, idempotencyKey: standing.idempotencyKey, toolCallId: 'c4' }),
+      ]);
+      expect(again).toBe('existing');
+      // A conversation's scope.
+      const conversation = { kind: 'conversation', conversationId: `conv_u_${seq}` } as const;
+      const inConversation = (toolCallId: string) =>
+        request({ toolCallId, repeatDigest: digest, conversationId: conversation.conversationId });
+      expect(await kinds(inConversation('k1'), conversation)).toBe('reserved');
+      expect(await kinds(inConversation('k2'), conversation)).toBe('repeated');
+      // It takes only a new call with a repeat digest.
+      await expect(
+        store.ledger.reserveUnlessRepeat(request({ repeatDigest: null }), scope, RUNTIME),
+      ).rejects.toThrow(/needs a new call with a repeat digest/);
     });
 
     it('guardRepeats holds a second transaction on the same digest until the first ends', async () => {

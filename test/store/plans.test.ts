@@ -72,6 +72,11 @@ describe('generic plans of the hot statements (PostgreSQL)', () => {
       const call = { tenantId: TENANT, runId: 'run_guarded', toolCallId: 'c1' };
       await executeToolCall(ledger, tool, { n: 1 }, call);
       await executeToolCall(ledger, tool, { n: 1 }, call);
+      // In a conversation, and one whose repeats are allowed (reserved without the repeat check).
+      await executeToolCalls(ledger, [
+        { ...call, tool, args: { n: 4 }, toolCallId: 'c4', conversationId: 'conv_1' },
+      ]);
+      await executeToolCall(ledger, tool, { n: 5 }, { ...call, toolCallId: 'c5' }, { onRepeat: 'allow' });
       await executeToolCalls(
         ledger,
         [2, 3].map((n) => ({
@@ -117,6 +122,8 @@ describe('generic plans of the hot statements (PostgreSQL)', () => {
         'oncely_repeats_run',
         'oncely_reserve',
         'oncely_reserve_one',
+        'oncely_reserve_one_unless_conversation',
+        'oncely_reserve_one_unless_run',
         'oncely_reserve_step',
         'oncely_run_summary',
         'oncely_save',
@@ -191,6 +198,15 @@ describe('generic plans of the hot statements (PostgreSQL)', () => {
             expect(`${name}: ${scan}`).toMatch(
               /: Index Scan on tool_executions using tool_executions_repeats$/,
             );
+          continue;
+        }
+        // A guarded call's reservation with its repeat check: one descent of the repeats index (the
+        // earlier call), and the key's own record by primary key.
+        if (name.startsWith('oncely_reserve_one_unless_')) {
+          expect(read.map((scan) => `${name}: ${scan}`).sort()).toEqual([
+            `${name}: Index Scan on tool_executions using tool_executions_pkey`,
+            `${name}: Index Scan on tool_executions using tool_executions_repeats`,
+          ]);
           continue;
         }
         for (const scan of read) {

@@ -8,6 +8,7 @@ import {
   type ToolExecutionRecord,
 } from '../../ledger/index.js';
 import {
+  assertInlineRepeat,
   encodeJson,
   assertTransitionRequest,
   ignoredDetail,
@@ -19,6 +20,7 @@ import {
   type ExecutionRow,
 } from '../rows.js';
 import type {
+  InlineRepeatScope,
   LedgerKey,
   LedgerStore,
   ListFilter,
@@ -45,6 +47,7 @@ import {
   REOPENABLE,
   RESERVE,
   RESERVE_ONE,
+  RESERVE_ONE_UNLESS_REPEAT,
   TRANSITION,
   TRANSITIONS,
   reserveOneParams,
@@ -90,6 +93,21 @@ export class PostgresLedger implements LedgerStore {
       if (rows[0] !== undefined) held.set(r.idempotencyKey, toRecord(rows[0]));
     }
     return this.answer(requests, held, stood);
+  }
+
+  async reserveUnlessRepeat(
+    request: ReserveRequest,
+    scope: InlineRepeatScope,
+    actor: Actor,
+  ): Promise<ReserveResult | { readonly kind: 'repeated' }> {
+    assertInlineRepeat(request);
+    const { rows } = await this.db.query<ExecutionRow & { mine: boolean }>(
+      prepared(`oncely_reserve_one_unless_${scope.kind}`, RESERVE_ONE_UNLESS_REPEAT.postgres[scope.kind]),
+      [...reserveOneParams(request, actor), repeatScopeParam(scope, String)],
+    );
+    const row = rows[0];
+    if (row === undefined) return { kind: 'repeated' };
+    return { kind: row.mine ? 'reserved' : 'existing', record: toRecord(row) };
   }
 
   /**

@@ -7,6 +7,7 @@ import {
   type ToolExecutionRecord,
 } from '../../ledger/index.js';
 import {
+  assertInlineRepeat,
   encodeJson,
   assertTransitionRequest,
   ignoredDetail,
@@ -19,6 +20,7 @@ import {
   type ExecutionRow,
 } from '../rows.js';
 import type {
+  InlineRepeatScope,
   LedgerKey,
   LedgerStore,
   ListFilter,
@@ -89,6 +91,29 @@ export class SqliteLedger implements LedgerStore {
 
   reserve(requests: readonly ReserveRequest[], actor: Actor): Promise<ReserveResult[]> {
     return settle(() => this.db.transaction(() => requests.map((r) => this.reserveOne(r, actor)))());
+  }
+
+  reserveUnlessRepeat(
+    request: ReserveRequest,
+    scope: InlineRepeatScope,
+    actor: Actor,
+  ): Promise<ReserveResult | { readonly kind: 'repeated' }> {
+    return settle(() =>
+      this.db.transaction((): ReserveResult | { readonly kind: 'repeated' } => {
+        assertInlineRepeat(request);
+        const statement =
+          scope.kind === 'run' ? this.statements.repeatsIn : this.statements.repeatsInConversation;
+        const earlier = statement
+          .all(request.tenantId, JSON.stringify([request.repeatDigest]), repeatScopeParam(scope, String))
+          .some((row) => row.idempotency_key !== request.idempotencyKey);
+        if (!earlier) return this.reserveOne(request, actor);
+        // The write lock is held: what stands for the key now is what the caller is answered with.
+        const existing = this.statements.get.get(request.tenantId, request.idempotencyKey);
+        return existing === undefined
+          ? { kind: 'repeated' }
+          : { kind: 'existing', record: toRecord(existing) };
+      })(),
+    );
   }
 
   private reserveOne(request: ReserveRequest, actor: Actor): ReserveResult {
