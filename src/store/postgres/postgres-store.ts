@@ -215,17 +215,28 @@ export class PostgresStore implements Store {
     this.schemaWatch.unref();
   }
 
-  /** Writes refuse once the schema is newer than this code; reads go on. */
+  /**
+   * Writes refuse once the schema is newer than this code; reads go on. Each write method's wrapper
+   * is made once, on first use (every store call passes through here).
+   */
   private guard<S extends object>(part: StorePart, target: S): S {
+    // By the method itself, so one replaced on the object (a test's spy) is wrapped anew.
+    const wrapped = new WeakMap<object, (...args: unknown[]) => Promise<unknown>>();
     return new Proxy(target, {
       get: (object, property, receiver) => {
         const value: unknown = Reflect.get(object, property, receiver);
         if (typeof value !== 'function' || typeof property !== 'string') return value;
         if (!isWriteMethod(part, property)) return value;
-        return (...args: unknown[]) => {
-          if (this.schemaTooNew !== undefined) return Promise.reject(this.schemaTooNew);
-          return (value as (...a: unknown[]) => Promise<unknown>).apply(object, args);
-        };
+        let fn = wrapped.get(value);
+        if (fn === undefined) {
+          const method = value as (...a: unknown[]) => Promise<unknown>;
+          fn = (...args: unknown[]) => {
+            if (this.schemaTooNew !== undefined) return Promise.reject(this.schemaTooNew);
+            return method.apply(object, args);
+          };
+          wrapped.set(value, fn);
+        }
+        return fn;
       },
     });
   }
