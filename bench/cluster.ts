@@ -359,6 +359,21 @@ async function stopWorkers(workers: readonly ChildProcess[]): Promise<void> {
   );
 }
 
+/**
+ * Waits until every worker process has opened its runtime and written its first heartbeat (its row in
+ * `workers`), and at least the pause the other measurements give them to start and listen.
+ */
+async function untilWorkersUp(admin: pg.Client): Promise<void> {
+  const pause = new Promise((resolve) => setTimeout(resolve, 2_500));
+  for (let waited = 0; ; waited += 50) {
+    const { rows } = await admin.query<{ n: string }>('SELECT count(*)::text AS n FROM workers');
+    if (Number(rows[0]?.n) >= CLUSTER_WORKERS) break;
+    if (waited > 60_000) throw new Error(`${CLUSTER_WORKERS} workers did not start within 60 s`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  await pause;
+}
+
 /** One step of ten calls a run: a warm-up batch, ANALYZE, then the measured runs and the floor. */
 export async function throughput(
   url: string,
@@ -397,7 +412,9 @@ export async function oneCallPerStep(url: string): Promise<{ cold: ClusterResult
   await admin.connect();
   const workers = Array.from({ length: CLUSTER_WORKERS }, () => worker(url, setting));
   try {
-    await new Promise((resolve) => setTimeout(resolve, 2_500)); // the workers start and listen
+    // Cold is a worker that has started and driven nothing yet, not one still starting: on a busy
+    // machine a process may take longer than the pause to load its code and open its runtime.
+    await untilWorkersUp(admin);
     const cold = await measuredBatch(store, admin, workers, 'cold', STEPWISE_RUNS, 'one', 'cold');
     await queueAndWait(store, admin, 'warmup', WARMUP_RUNS, 'one');
     await admin.query('ANALYZE');
