@@ -580,8 +580,8 @@ function missReason(t: ClusterResult, goal: number): string {
   if (t.cpu.machine >= 0.9 && perCall !== undefined) {
     return (
       `missed: bound by CPU. The machine's ${cores} cores were ${fmt(t.cpu.machine * 100, 0)}% busy; a call cost ` +
-      `${fmt(perCall.machine, 2)} ms of CPU in all (the workers ${fmt(perCall.workers, 2)} ms, PostgreSQL and the ` +
-      `bench the other ${fmt(perCall.machine - perCall.workers, 2)} ms), so ${cores} cores allow at most ` +
+      `${fmt(perCall.machine, 2)} ms of CPU in all (the workers ${fmt(perCall.workers, 2)} ms, the rest of the machine — ` +
+      `PostgreSQL, the bench — ${fmt(perCall.machine - perCall.workers, 2)} ms), so ${cores} cores allow at most ` +
       `${fmt((cores * 1000) / perCall.machine, 0)} calls per second; ${goal.toLocaleString('en-US')} needs at most ` +
       `${fmt((cores * 1000) / goal, 2)} ms a call`
     );
