@@ -7,6 +7,7 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
+import { cpus } from 'node:os';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
@@ -35,6 +36,21 @@ const CALLS_PER_RUN = 10;
 const CLUSTER_REPEATS = Number(process.env.BENCH_CLUSTER_REPEATS ?? 3);
 /** Runs driven before the measured ones (then ANALYZE), so the measurement starts warm. */
 const WARMUP_RUNS = Number(process.env.BENCH_CLUSTER_WARMUP ?? 256);
+/**
+ * The other shape (one call per step): runs of ten steps of one call each, as many as run at once, measured
+ * on workers just started (cold) and again after a warm-up (warm).
+ */
+const STEPWISE_RUNS = Number(process.env.BENCH_CLUSTER_STEPWISE_RUNS ?? CLUSTER_CONCURRENT);
+/** Goals (calls per second on this machine): one step of ten calls, and ten steps of one call. */
+const GOAL_ONE_STEP = 5_000;
+const GOAL_ONE_CALL_PER_STEP = 1_500;
+/**
+ * Node options for the worker processes, space-separated: `BENCH_CLUSTER_WORKER_NODE_ARGS='--cpu-prof
+ * --cpu-prof-dir=/tmp/prof'` profiles them (options Node refuses in NODE_OPTIONS).
+ */
+const WORKER_NODE_ARGS = (process.env.BENCH_CLUSTER_WORKER_NODE_ARGS ?? '')
+  .split(' ')
+  .filter((a) => a !== '');
 const COMMIT_CLIENTS = 8;
 const COMMIT_SECONDS = 3;
 const ROOT = fileURLToPath(new URL('../', import.meta.url));
@@ -54,6 +70,10 @@ export interface ClusterResult {
   readonly workers: number;
   readonly runs: number;
   readonly callsPerRun: number;
+  /** Calls the model asks in one step: all ten at once (10), or one a step (1). Absent: 10. */
+  readonly callsPerStep?: number;
+  /** Whether the workers had driven a warm-up batch first (warm) or had just started (cold). */
+  readonly start?: 'cold' | 'warm';
   readonly seconds: number;
   readonly callsPerSecond: number;
   readonly commitsPerSecond: number;
@@ -61,6 +81,8 @@ export interface ClusterResult {
   readonly floorCommitsPerSecond: number;
   /** Shares of the machine's CPU time over the run (all cores = 1): all of it, and the workers'. */
   readonly cpu: { readonly machine: number; readonly workers: number };
+  /** CPU milliseconds a guarded call over the run: the whole machine's (busy), and the two workers'. */
+  readonly cpuMsPerCall?: { readonly machine: number; readonly workers: number };
   /** Guarded calls per second of every repeat of this setting; the figures above are the median's. */
   readonly repeats?: readonly number[];
 }
@@ -69,6 +91,8 @@ export interface ClusterReport {
   readonly wakeups: readonly WakeResult[];
   /** The same load: each step write alone, grouped (the default), grouped on smaller pools. */
   readonly throughput?: readonly ClusterResult[];
+  /** One call per step (ten steps a run), group commit and pools of 10: cold workers, then warm. */
+  readonly oneCallPerStep?: { readonly cold: ClusterResult; readonly warm: ClusterResult };
 }
 
 type Fresh = () => Promise<{ url: string; drop(): Promise<void> }>;
@@ -202,6 +226,7 @@ function worker(url: string, setting: ClusterSetting): ChildProcess {
   const child = spawn(
     process.execPath,
     [
+      ...WORKER_NODE_ARGS,
       `${ROOT}dist/cli/main.js`,
       'worker',
       '-c',
@@ -253,6 +278,7 @@ async function queueAndWait(
   admin: pg.Client,
   prefix: string,
   count: number,
+  agent: 'ten' | 'one',
   inside?: () => Promise<void>,
 ): Promise<number> {
   await store.transaction(async (tx) => {
@@ -260,7 +286,7 @@ async function queueAndWait(
       await tx.runs.create({
         tenantId: TENANT,
         runId: `${prefix}_${i}`,
-        agent: 'ten',
+        agent,
         input: 'go',
         checkpoint: { messages: initialMessages('go'), step: 0, pending: null },
       });
@@ -279,6 +305,76 @@ async function queueAndWait(
   throw new Error(`${count} ${prefix} runs did not complete within 300 s`);
 }
 
+/** The figures of one measured batch (no PostgreSQL floor: the caller adds it). */
+type Batch = Omit<ClusterResult, 'groupCommit' | 'poolSize' | 'floorCommitsPerSecond' | 'repeats'>;
+
+/**
+ * Queues `count` runs of `agent` at once on running workers and measures them: wall time from the
+ * queueing commit to the last run completed, the server's commits, and the machine's and workers' CPU.
+ */
+async function measuredBatch(
+  store: Store,
+  admin: pg.Client,
+  workers: readonly ChildProcess[],
+  prefix: string,
+  count: number,
+  agent: 'ten' | 'one',
+  start: 'cold' | 'warm',
+): Promise<Batch> {
+  let xidBefore = 0n;
+  let cpuBefore = cpuNow(workers);
+  // Read inside the queueing transaction, so the commits and CPU counted are the runs' own.
+  const started = await queueAndWait(store, admin, prefix, count, agent, async () => {
+    xidBefore = await xid(admin);
+    cpuBefore = cpuNow(workers);
+  });
+  const seconds = (performance.now() - started) / 1000;
+  const cpu = cpuNow(workers);
+  const commits = Number((await xid(admin)) - xidBefore);
+  const calls = count * CALLS_PER_RUN;
+  const machine = (cpu.busy - cpuBefore.busy) / (cpu.total - cpuBefore.total);
+  const own = (cpu.workers - cpuBefore.workers) / (cpu.total - cpuBefore.total);
+  // A share of all cores' time over the run, as milliseconds a call: share × cores × wall time / calls.
+  const perCall = (share: number): number => (share * cpus().length * seconds * 1000) / calls;
+  return {
+    workers: CLUSTER_WORKERS,
+    runs: count,
+    callsPerRun: CALLS_PER_RUN,
+    callsPerStep: agent === 'one' ? 1 : CALLS_PER_RUN,
+    start,
+    seconds,
+    callsPerSecond: calls / seconds,
+    commitsPerSecond: commits / seconds,
+    cpu: { machine, workers: own },
+    cpuMsPerCall: { machine: perCall(machine), workers: perCall(own) },
+  };
+}
+
+async function stopWorkers(workers: readonly ChildProcess[]): Promise<void> {
+  for (const w of workers) w.kill('SIGTERM');
+  await Promise.all(
+    workers.map(
+      (w) => new Promise((resolve) => (w.exitCode === null ? w.once('exit', resolve) : resolve(null))),
+    ),
+  );
+}
+
+/**
+ * Waits until every worker process has opened its runtime and written its first heartbeat (its row in
+ * `workers`), and at least the pause the other measurements give them to start and listen.
+ */
+async function untilWorkersUp(admin: pg.Client): Promise<void> {
+  const pause = new Promise((resolve) => setTimeout(resolve, 2_500));
+  for (let waited = 0; ; waited += 50) {
+    const { rows } = await admin.query<{ n: string }>('SELECT count(*)::text AS n FROM workers');
+    if (Number(rows[0]?.n) >= CLUSTER_WORKERS) break;
+    if (waited > 60_000) throw new Error(`${CLUSTER_WORKERS} workers did not start within 60 s`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  await pause;
+}
+
+/** One step of ten calls a run: a warm-up batch, ANALYZE, then the measured runs and the floor. */
 export async function throughput(
   url: string,
   setting: ClusterSetting = { groupCommit: true, poolSize: 10 },
@@ -287,45 +383,49 @@ export async function throughput(
   const admin = new pg.Client({ connectionString: url });
   await admin.connect();
   const workers = Array.from({ length: CLUSTER_WORKERS }, () => worker(url, setting));
-  let xidBefore = 0n;
-  let cpuBefore = cpuNow(workers);
   try {
     await new Promise((resolve) => setTimeout(resolve, 2_500)); // the workers start and listen
     // A warm-up batch first, then statistics: the measured runs meet workers and a database in their
     // steady state (code compiled, hot statements planned again on tables that hold rows, tables
     // analyzed as autovacuum would have), not the first seconds of a new database.
-    await queueAndWait(store, admin, 'warmup', WARMUP_RUNS);
+    await queueAndWait(store, admin, 'warmup', WARMUP_RUNS, 'ten');
     await admin.query('ANALYZE');
-    // Read inside the queueing transaction, so the commits and CPU counted are the runs' own.
-    const started = await queueAndWait(store, admin, 'cluster', CLUSTER_RUNS, async () => {
-      xidBefore = await xid(admin);
-      cpuBefore = cpuNow(workers);
-    });
-    const seconds = (performance.now() - started) / 1000;
-    const cpu = cpuNow(workers);
-    const commits = Number((await xid(admin)) - xidBefore);
+    const batch = await measuredBatch(store, admin, workers, 'cluster', CLUSTER_RUNS, 'ten', 'warm');
     const floor = await commitFloor(url);
+    return { ...setting, ...batch, floorCommitsPerSecond: floor };
+  } finally {
+    await stopWorkers(workers);
+    await admin.end();
+    await store.close();
+  }
+}
+
+/**
+ * One call per step: STEPWISE_RUNS runs of ten steps of one call, all in flight at once, on the
+ * default setting. First on workers just started and a new database (cold), then again after a
+ * warm-up batch of the same shape and ANALYZE (warm), as `throughput` measures.
+ */
+export async function oneCallPerStep(url: string): Promise<{ cold: ClusterResult; warm: ClusterResult }> {
+  const setting: ClusterSetting = { groupCommit: true, poolSize: 10 };
+  const store = await openStore(url, { migrate: true });
+  const admin = new pg.Client({ connectionString: url });
+  await admin.connect();
+  const workers = Array.from({ length: CLUSTER_WORKERS }, () => worker(url, setting));
+  try {
+    // Cold is a worker that has started and driven nothing yet, not one still starting: on a busy
+    // machine a process may take longer than the pause to load its code and open its runtime.
+    await untilWorkersUp(admin);
+    const cold = await measuredBatch(store, admin, workers, 'cold', STEPWISE_RUNS, 'one', 'cold');
+    await queueAndWait(store, admin, 'warmup', WARMUP_RUNS, 'one');
+    await admin.query('ANALYZE');
+    const warm = await measuredBatch(store, admin, workers, 'warm', STEPWISE_RUNS, 'one', 'warm');
+    // No floor of its own: the shape asks fewer commits a second than the other, whose floor stands.
     return {
-      ...setting,
-      workers: CLUSTER_WORKERS,
-      runs: CLUSTER_RUNS,
-      callsPerRun: CALLS_PER_RUN,
-      seconds,
-      callsPerSecond: (CLUSTER_RUNS * CALLS_PER_RUN) / seconds,
-      commitsPerSecond: commits / seconds,
-      floorCommitsPerSecond: floor,
-      cpu: {
-        machine: (cpu.busy - cpuBefore.busy) / (cpu.total - cpuBefore.total),
-        workers: (cpu.workers - cpuBefore.workers) / (cpu.total - cpuBefore.total),
-      },
+      cold: { ...setting, ...cold, floorCommitsPerSecond: Number.NaN },
+      warm: { ...setting, ...warm, floorCommitsPerSecond: Number.NaN },
     };
   } finally {
-    for (const w of workers) w.kill('SIGTERM');
-    await Promise.all(
-      workers.map(
-        (w) => new Promise((resolve) => (w.exitCode === null ? w.once('exit', resolve) : resolve(null))),
-      ),
-    );
+    await stopWorkers(workers);
     await admin.end();
     await store.close();
   }
@@ -354,6 +454,8 @@ export async function measureCluster(
     `many workers: ${CLUSTER_WORKERS} worker processes, ${CLUSTER_RUNS} runs of ${CALLS_PER_RUN} calls`,
   );
   const measured: ClusterResult[][] = CLUSTER_SETTINGS.map(() => []);
+  const cold: ClusterResult[] = [];
+  const warm: ClusterResult[] = [];
   for (let round = 1; round <= CLUSTER_REPEATS; round++) {
     for (const [i, setting] of CLUSTER_SETTINGS.entries()) {
       progress(`many workers: throughput, ${settingName(setting)} (${round} of ${CLUSTER_REPEATS})`);
@@ -364,13 +466,30 @@ export async function measureCluster(
         await db.drop();
       }
     }
+    progress(
+      `many workers: throughput, ${STEPWISE_RUNS} runs of ${CALLS_PER_RUN} steps of one call, cold then warm (${round} of ${CLUSTER_REPEATS})`,
+    );
+    const db = await fresh();
+    try {
+      const shape = await oneCallPerStep(db.url);
+      cold.push(shape.cold);
+      warm.push(shape.warm);
+    } finally {
+      await db.drop();
+    }
   }
-  const results = measured.map((runs): ClusterResult => {
-    const sorted = [...runs].sort((a, b) => a.callsPerSecond - b.callsPerSecond);
-    const median = sorted[Math.floor((sorted.length - 1) / 2)]!;
-    return { ...median, repeats: runs.map((r) => r.callsPerSecond) };
-  });
-  return { wakeups, throughput: results };
+  return {
+    wakeups,
+    throughput: measured.map(medianOf),
+    oneCallPerStep: { cold: medianOf(cold), warm: medianOf(warm) },
+  };
+}
+
+/** The median repeat's figures, with every repeat's calls per second. */
+function medianOf(runs: readonly ClusterResult[]): ClusterResult {
+  const sorted = [...runs].sort((a, b) => a.callsPerSecond - b.callsPerSecond);
+  const median = sorted[Math.floor((sorted.length - 1) / 2)]!;
+  return { ...median, repeats: runs.map((r) => r.callsPerSecond) };
 }
 
 function settingName(t: ClusterSetting): string {
@@ -424,7 +543,7 @@ export function clusterMarkdown(report: ClusterReport): string[] {
       'analyzed (as autovacuum does once they have filled), then the measured runs are queued.',
       `Each setting is measured ${CLUSTER_REPEATS} times, the settings in turn; the figures are those of the`,
       "median repeat, and one row gives each repeat's guarded calls per second. Beside each, PostgreSQL's own rate of",
-      `one-row commits from ${COMMIT_CLIENTS} clients on the same server, measured right after. Target: 2,000 guarded calls`,
+      `one-row commits from ${COMMIT_CLIENTS} clients on the same server, measured right after. Goal: ${GOAL_ONE_STEP.toLocaleString('en-US')} guarded calls`,
       'per second on this machine.',
       '',
       `| figure | ${cell(settingName)} |`,
@@ -438,7 +557,7 @@ export function clusterMarkdown(report: ClusterReport): string[] {
       `| machine CPU busy over the run (both cores = 100%) | ${cell((t) => `${fmt(t.cpu.machine * 100, 0)}%`)} |`,
       `| of which the two workers | ${cell((t) => `${fmt(t.cpu.workers * 100, 0)}%`)} |`,
       '',
-      `Target (2,000 guarded calls per second): ${best >= 2_000 ? 'met' : 'missed'}. The repeats of one setting differ by up to ${fmt(spread * 100, 0)}% of their median.`,
+      `Goal (${GOAL_ONE_STEP.toLocaleString('en-US')} guarded calls per second): ${best >= GOAL_ONE_STEP ? 'met' : 'missed'}. The repeats of one setting differ by up to ${fmt(spread * 100, 0)}% of their median.`,
       '',
       runs.every((t) => t.cpu.machine >= 0.9)
         ? "Every run is bound by the machine's two cores (PostgreSQL, both workers and the bench share them), not by commits: PostgreSQL commits many times more per second than the runs ask of it. Group commit sends the step writes that meet in a worker as one statement; here a step write takes a few milliseconds, so few meet and the saving is in commits, not in time (where a commit takes longer, on a disk that syncs slowly or a server across a network, more writes wait behind each one and share it)."
@@ -446,5 +565,69 @@ export function clusterMarkdown(report: ClusterReport): string[] {
       '',
     );
   }
+  lines.push(...shapesMarkdown(report));
+  return lines;
+}
+
+/**
+ * Why a shape's figure fell short of its goal, from what was measured: either the machine's cores were
+ * busy (and the CPU a call cost bounds the rate), or they were not (and the runs waited).
+ */
+function missReason(t: ClusterResult, goal: number): string {
+  if (t.callsPerSecond >= goal) return 'met';
+  const cores = cpus().length;
+  const perCall = t.cpuMsPerCall;
+  if (t.cpu.machine >= 0.9 && perCall !== undefined) {
+    return (
+      `missed: bound by CPU. The machine's ${cores} cores were ${fmt(t.cpu.machine * 100, 0)}% busy; a call cost ` +
+      `${fmt(perCall.machine, 2)} ms of CPU in all (the workers ${fmt(perCall.workers, 2)} ms, the rest of the machine — ` +
+      `PostgreSQL, the bench — ${fmt(perCall.machine - perCall.workers, 2)} ms), so ${cores} cores allow at most ` +
+      `${fmt((cores * 1000) / perCall.machine, 0)} calls per second; ${goal.toLocaleString('en-US')} needs at most ` +
+      `${fmt((cores * 1000) / goal, 2)} ms a call`
+    );
+  }
+  return (
+    `missed, with CPU to spare (the machine ${fmt(t.cpu.machine * 100, 0)}% busy): the runs waited, ` +
+    `${fmt(t.commitsPerSecond / t.callsPerSecond, 2)} commits a call at ${fmt(t.commitsPerSecond, 0)} commits per second`
+  );
+}
+
+/** Both shapes beside each other, with their goals: one step of ten calls, and one call per step. */
+function shapesMarkdown(report: ClusterReport): string[] {
+  const ten = report.throughput?.find((t) => t.groupCommit && t.poolSize === 10);
+  const stepwise = report.oneCallPerStep;
+  if (ten === undefined || stepwise === undefined) return [];
+  const rows: [string, ClusterResult, number][] = [
+    [
+      `${stepwise.cold.runs} runs × 10 calls, one call per step, cold workers`,
+      stepwise.cold,
+      GOAL_ONE_CALL_PER_STEP,
+    ],
+    [
+      `${stepwise.warm.runs} runs × 10 calls, one call per step, warm workers`,
+      stepwise.warm,
+      GOAL_ONE_CALL_PER_STEP,
+    ],
+    [`${ten.runs} runs × one step of 10 calls, warm workers`, ten, GOAL_ONE_STEP],
+  ];
+  const lines = [
+    'Throughput by shape: the same two worker processes (group commit, pools of 10) on runs of ten write',
+    'calls asked in two ways. One call per step is ten steps a run, each a model turn and its call, so a',
+    `call carries a whole step's work; ${stepwise.warm.runs} runs, all in flight at once, queued on workers just`,
+    `started and a new database (cold), then again after a warm-up of ${WARMUP_RUNS} runs of the same shape and`,
+    'ANALYZE (warm). One step of ten calls is the setting above. Figures of the median of',
+    `${CLUSTER_REPEATS} repeats; CPU a call is the share of all cores' time over the run, as milliseconds, per call.`,
+    '',
+    '| shape | guarded calls per second | each repeat | commits per second | worker CPU ms a call | machine CPU ms a call | goal | verdict |',
+    '| --- | --- | --- | --- | --- | --- | --- | --- |',
+  ];
+  for (const [name, t, goal] of rows) {
+    lines.push(
+      `| ${name} | ${fmt(t.callsPerSecond, 0)} | ${(t.repeats ?? [t.callsPerSecond]).map((r) => fmt(r, 0)).join(', ')} | ${fmt(t.commitsPerSecond, 0)} | ${fmt(t.cpuMsPerCall?.workers ?? Number.NaN, 2)} | ${fmt(t.cpuMsPerCall?.machine ?? Number.NaN, 2)} | ≥ ${goal.toLocaleString('en-US')} | ${t.callsPerSecond >= goal ? 'met' : 'missed'} |`,
+    );
+  }
+  lines.push('');
+  for (const [name, t, goal] of rows) lines.push(`- ${name}: ${missReason(t, goal)}.`);
+  lines.push('');
   return lines;
 }
