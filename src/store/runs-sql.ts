@@ -11,8 +11,11 @@ import type { StoreDialect } from './store.js';
  * statement (one statement of common table expressions, `$n` parameters) next to its SQLite
  * statements (those of one transaction, `?` or `@name` parameters), so a change to one is made
  * beside the other. The events a store writes itself are defined once (run-events.ts) and rendered
- * into both. The conformance suite and test/store/drift.test.ts judge that the two stores behave
- * alike; PostgresRuns and SqliteRuns hold only what runs the statements.
+ * into both. Where the two differ only in dialect, an operation is one definition rendered for each
+ * (`Words`: SEND_MESSAGE, the events a change writes); where SQLite keeps several statements for
+ * PostgreSQL's one, they follow its common table expressions in order. The conformance suite and
+ * test/store/drift.test.ts judge that the two stores behave alike; PostgresRuns and SqliteRuns hold
+ * only what runs the statements.
  */
 
 /**
