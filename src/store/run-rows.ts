@@ -236,7 +236,46 @@ export function releasesLease(status: RunStatus): boolean {
 }
 
 /** A message id sent before: the same message is that turn again; another message is refused. */
-export function earlierTurn(request: SendMessageRequest, turn: RunTurn, run: RunSummary): SendMessageResult {
+/**
+ * A message SEND_MESSAGE sent, from what it returned (both stores): the run as it now stands (queued
+ * for its turn, the message the last of its conversation) and when the turn was written.
+ */
+export function sentMessage(
+  request: SendMessageRequest,
+  row: RunRow,
+  turnCreatedAt: Time,
+): SendMessageResult {
+  const run = toRunSummary(row);
+  return {
+    kind: 'sent',
+    run,
+    turn: {
+      tenantId: request.tenantId,
+      runId: request.runId,
+      turn: run.turn,
+      clientMessageId: request.clientMessageId,
+      messageIndex: Number(row.message_count) - 1,
+      messageDigest: request.messageDigest,
+      actorId: request.actorId,
+      createdAt: time(turnCreatedAt),
+    },
+  };
+}
+
+/**
+ * Why SEND_MESSAGE sent nothing (both stores), from what was read after it: no run (undefined); this
+ * id sent before (the earlier turn: `replayed` with the same message, `mismatch` with another); or
+ * the run not waiting for a message (`not_ready`).
+ */
+export function unsentMessage(
+  request: SendMessageRequest,
+  earlier: RunTurnRow | undefined,
+  row: RunRow | undefined,
+): SendMessageResult | undefined {
+  if (row === undefined) return undefined;
+  const run = toRunSummary(row);
+  if (earlier === undefined) return { kind: 'not_ready', run };
+  const turn = toRunTurn(earlier);
   return { kind: turn.messageDigest === request.messageDigest ? 'replayed' : 'mismatch', turn, run };
 }
 

@@ -4,14 +4,18 @@ import { appendedMessages, releasesLease, RUN_COLUMNS } from './run-rows.js';
 import { encodeJson } from './rows.js';
 import { eventDataSql, STORE_RUN_EVENTS, type RunEventDefinition } from './run-events.js';
 import { numbered } from './ledger-sql.js';
+import type { StoreDialect } from './store.js';
 
 /*
  * The SQL of the run store's operations, both dialects side by side: each operation's PostgreSQL
  * statement (one statement of common table expressions, `$n` parameters) next to its SQLite
  * statements (those of one transaction, `?` or `@name` parameters), so a change to one is made
  * beside the other. The events a store writes itself are defined once (run-events.ts) and rendered
- * into both. The conformance suite and test/store/drift.test.ts judge that the two stores behave
- * alike; PostgresRuns and SqliteRuns hold only what runs the statements.
+ * into both. Where the two differ only in dialect, an operation is one definition rendered for each
+ * (`Words`: SEND_MESSAGE, the events a change writes); where SQLite keeps several statements for
+ * PostgreSQL's one, they follow its common table expressions in order. The conformance suite and
+ * test/store/drift.test.ts judge that the two stores behave alike; PostgresRuns and SqliteRuns hold
+ * only what runs the statements.
  */
 
 /**
@@ -21,9 +25,71 @@ import { numbered } from './ledger-sql.js';
  */
 const CLAIMABLE_FROM = 'COALESCE(lease_expires_at, updated_at)';
 
-/** A store-written run event's data, as both stores define it (run-events.ts). */
-const pgEvent = (event: RunEventDefinition, row: string, params?: Record<string, string>): string =>
-  eventDataSql('postgres', event, row, params);
+/**
+ * What an operation defined once for both dialects says differently in each: its parameters (by
+ * name: PostgreSQL's numbered and cast, SQLite's named), the time now, and where the parts after the
+ * run's change read the run as it now stands, as `u`. On PostgreSQL that is the change's returned row
+ * (the common table expression `u`, empty when nothing changed); on SQLite, the run's row by its key:
+ * the change is the statement before, in the same transaction, and the parts run only when it
+ * changed the run (the one check the SQLite store makes between them).
+ */
+interface Words {
+  readonly dialect: StoreDialect;
+  readonly p: Readonly<Record<string, string>>;
+  readonly now: string;
+  /** `FROM` the changed run, as `u`, where `when` (over `u`) holds. */
+  changed(when?: string): string;
+}
+
+/** PostgreSQL's words: each parameter as given (`$n`, cast where the statement needs it). */
+function pgWords(p: Readonly<Record<string, string>>): Words {
+  return {
+    dialect: 'postgres',
+    p,
+    now: 'oncely_now()',
+    changed: (when) => `FROM u${when === undefined ? '' : ` WHERE ${when}`}`,
+  };
+}
+
+/** SQLite's words: each parameter `@name`, now `@at`, the run by `@tenantId` and `@runId`. */
+function liteWords(...names: readonly string[]): Words {
+  const p = Object.fromEntries(['tenantId', 'runId', ...names].map((n) => [n, `@${n}`]));
+  return {
+    dialect: 'sqlite',
+    p,
+    now: '@at',
+    changed: (when) =>
+      `FROM runs u WHERE u.tenant_id = @tenantId AND u.run_id = @runId${when === undefined ? '' : ` AND ${when}`}`,
+  };
+}
+
+/** An event the store writes itself with a change of a run: its seq and the rest over `u`. */
+interface StoreEvent {
+  readonly event: RunEventDefinition;
+  /** Its seq, over the changed run `u` (whose event_seq the change moved on past it). */
+  readonly seq: string;
+  /** Written only where this holds, over `u`. */
+  readonly when?: string;
+}
+
+/**
+ * The insert of the events a change of a run writes (run-events.ts defines their data), in one
+ * dialect: PostgreSQL's common table expression `ev`, SQLite's statement after the change.
+ */
+function storeEvents(w: Words, events: readonly StoreEvent[]): string {
+  return `INSERT INTO run_events (tenant_id, run_id, seq, at, type, data)
+${events
+  .map(
+    (e) =>
+      `SELECT u.tenant_id, u.run_id, ${e.seq}, ${w.now}, '${e.event.type}', ${eventDataSql(w.dialect, e.event, 'u', w.p)}
+  ${w.changed(e.when)}`,
+  )
+  .join('\nUNION ALL\n')}`;
+}
+
+/** The one event of a change that moved the run's event_seq on by one. */
+const oneEvent = (w: Words, event: RunEventDefinition): string =>
+  storeEvents(w, [{ event, seq: 'u.event_seq' }]);
 
 /** A run that may be claimed now, `now` being the dialect's time of the claim. */
 const claimable = (now: string): string => `status IN ('queued', 'running') AND ${CLAIMABLE_FROM} <= ${now}`;
@@ -33,9 +99,9 @@ const PG_CLAIM_SET = `status = 'running', lease_owner = $1, lease_epoch = lease_
   lease_expires_at = oncely_now() + make_interval(secs => $2::double precision / 1000), updated_at = oncely_now(),
   drive_attempts = drive_attempts + 1, event_seq = event_seq + 1`;
 
-/** What a claim sets (SQLite: @owner, @expires, @now; the event appends its own seq). */
+/** What a claim sets (SQLite: @owner, @expires, @at; the event's seq moves with it). */
 const LITE_CLAIM_SET = `status = 'running', lease_owner = @owner, lease_epoch = lease_epoch + 1,
-  lease_expires_at = @expires, updated_at = @now, drive_attempts = drive_attempts + 1`;
+  lease_expires_at = @expires, updated_at = @at, drive_attempts = drive_attempts + 1, event_seq = event_seq + 1`;
 
 /**
  * The conversation of the run `alias` names, its messages in order as one JSON array: a range of
@@ -49,10 +115,12 @@ export function messagesOf(alias: string): string {
 /** PostgreSQL: a claim's event, and the claimed run with its conversation. */
 const PG_CLAIMED_EVENT = `
 , ev AS (
-  INSERT INTO run_events (tenant_id, run_id, seq, type, data)
-  SELECT tenant_id, run_id, event_seq, '${STORE_RUN_EVENTS.claimed.type}', ${pgEvent(STORE_RUN_EVENTS.claimed, 'u')} FROM u
+  ${oneEvent(pgWords({}), STORE_RUN_EVENTS.claimed)}
 )
 SELECT u.*, ${messagesOf('u')} FROM u`;
+
+/** SQLite: a claim's event, after the claim (CLAIM.sqlite.run, CLAIM_NEXT.sqlite.run) changed the run. */
+const LITE_CLAIMED_EVENT = oneEvent(liteWords(), STORE_RUN_EVENTS.claimed);
 
 export const CLAIM_NEXT = {
   postgres: `
@@ -64,10 +132,13 @@ WITH u AS (
   ) AND ${claimable('oncely_now()')}
   RETURNING *
 )${PG_CLAIMED_EVENT}`,
-  sqlite: `UPDATE runs SET ${LITE_CLAIM_SET} WHERE rowid = (
-  SELECT rowid FROM runs WHERE ${claimable('@now')}
+  sqlite: {
+    run: `UPDATE runs SET ${LITE_CLAIM_SET} WHERE rowid = (
+  SELECT rowid FROM runs WHERE ${claimable('@at')}
     AND (@agents IS NULL OR agent IN (SELECT value FROM json_each(@agents)))
   ORDER BY ${CLAIMABLE_FROM} LIMIT 1) RETURNING ${RUN_COLUMNS}`,
+    event: LITE_CLAIMED_EVENT,
+  },
 } as const;
 
 export const CLAIM = {
@@ -77,8 +148,11 @@ WITH u AS (
     AND ($5::text[] IS NULL OR agent = ANY($5::text[]))
   RETURNING *
 )${PG_CLAIMED_EVENT}`,
-  sqlite: `UPDATE runs SET ${LITE_CLAIM_SET} WHERE tenant_id = @tenantId AND run_id = @runId AND ${claimable('@now')}
+  sqlite: {
+    run: `UPDATE runs SET ${LITE_CLAIM_SET} WHERE tenant_id = @tenantId AND run_id = @runId AND ${claimable('@at')}
   AND (@agents IS NULL OR agent IN (SELECT value FROM json_each(@agents))) RETURNING ${RUN_COLUMNS}`,
+    event: LITE_CLAIMED_EVENT,
+  },
 } as const;
 
 export const GET = {
@@ -156,22 +230,29 @@ export function saveCtes(at: number, also = ''): string {
 export const SAVE = {
   postgres: `WITH ${saveCtes(1)}
 SELECT checkpoint_version FROM saved`,
+  /**
+   * saveCtes' parts one to one: the run saved under the same fence and renewal (saved), then, when it
+   * was, its messages (saved_msg: `message`, one a row) and its events (saved_ev: APPEND_EVENT.sqlite.event,
+   * one a row, numbered back from the event_seq it returns).
+   */
   sqlite: {
     run: `UPDATE runs SET pending = @pending, step = @step, message_count = message_count + @appended,
   checkpoint_version = checkpoint_version + 1, status = @status,
   result = COALESCE(@result, result), error = @error, status_reason = @reason, updated_at = @at,
   lease_owner = CASE WHEN @release THEN NULL ELSE lease_owner END,
-  lease_expires_at = CASE WHEN @release THEN NULL ELSE lease_expires_at END,
+  lease_expires_at = CASE WHEN @release THEN NULL WHEN @renewOwner IS NOT NULL THEN @renewExpires
+    ELSE lease_expires_at END,
   drive_attempts = CASE WHEN @release THEN 0 ELSE drive_attempts END,
   model_outages = CASE WHEN @modelAnswered THEN 0 ELSE model_outages END,
+  event_seq = event_seq + @events,
   input_tokens = input_tokens + @inputTokens, output_tokens = output_tokens + @outputTokens,
   reasoning_tokens = reasoning_tokens + @reasoningTokens, cached_input_tokens = cached_input_tokens + @cachedInputTokens,
   total_tokens = total_tokens + @totalTokens,
   last_input_tokens = CASE WHEN @counted THEN @inputTokens ELSE last_input_tokens END
 WHERE tenant_id = @tenantId AND run_id = @runId AND lease_epoch = @epoch
   AND checkpoint_version = @version AND status = 'running' AND message_count = @stored
-RETURNING checkpoint_version`,
-    /** One message appended (the lease, when asked, is renewed first with RENEW). */
+  AND (@renewOwner IS NULL OR (lease_owner = @renewOwner AND lease_expires_at > @at))
+RETURNING checkpoint_version, event_seq`,
     message: 'INSERT INTO run_messages (tenant_id, run_id, idx, message) VALUES (?, ?, ?, ?)',
   },
 } as const;
@@ -182,7 +263,7 @@ RETURNING checkpoint_version`,
  */
 export const CREATE = {
   postgres: `
-WITH ins AS (
+WITH u AS (
   INSERT INTO runs (tenant_id, run_id, agent, status, input, step, pending, message_count, checkpoint_version,
     event_seq, lease_owner, lease_epoch, lease_expires_at, drive_attempts, token_budget)
   SELECT $1, $2, $3, CASE WHEN $6::text IS NULL THEN 'queued' ELSE 'running' END, $4::jsonb, $8::integer,
@@ -194,19 +275,25 @@ WITH ins AS (
   RETURNING *
 ), msg AS (
   INSERT INTO run_messages (tenant_id, run_id, idx, message)
-  SELECT ins.tenant_id, ins.run_id, m.n - 1, m.message FROM ins, unnest($5::jsonb[]) WITH ORDINALITY AS m(message, n)
+  SELECT u.tenant_id, u.run_id, m.n - 1, m.message FROM u, unnest($5::jsonb[]) WITH ORDINALITY AS m(message, n)
 ), ev AS (
-  INSERT INTO run_events (tenant_id, run_id, seq, type, data)
-  SELECT tenant_id, run_id, 1, '${STORE_RUN_EVENTS.created.type}', ${pgEvent(STORE_RUN_EVENTS.created, 'ins')} FROM ins
-  UNION ALL
-  SELECT tenant_id, run_id, 2, '${STORE_RUN_EVENTS.claimed.type}', ${pgEvent(STORE_RUN_EVENTS.claimed, 'ins')}
-  FROM ins WHERE lease_owner IS NOT NULL
+  ${storeEvents(pgWords({}), [
+    { event: STORE_RUN_EVENTS.created, seq: '1' },
+    { event: STORE_RUN_EVENTS.claimed, seq: '2', when: 'u.lease_owner IS NOT NULL' },
+  ])}
 )
-SELECT * FROM ins`,
-  sqlite: `INSERT INTO runs (tenant_id, run_id, agent, status, input, step, pending, message_count,
-  checkpoint_version, created_at, updated_at, token_budget)
-VALUES (@tenantId, @runId, @agent, 'queued', @input, @step, @pending, @messageCount, 1, @at, @at, @tokenBudget)
+SELECT * FROM u`,
+  /**
+   * The run inserted `queued` with its created event (seq 1); its messages appended (SAVE.sqlite.message);
+   * with an owner, then claimed as CLAIM.sqlite claims it (its claimed event seq 2).
+   */
+  sqlite: {
+    run: `INSERT INTO runs (tenant_id, run_id, agent, status, input, step, pending, message_count,
+  checkpoint_version, event_seq, created_at, updated_at, token_budget)
+VALUES (@tenantId, @runId, @agent, 'queued', @input, @step, @pending, @messageCount, 1, 1, @at, @at, @tokenBudget)
 ON CONFLICT (tenant_id, run_id) DO NOTHING RETURNING ${RUN_COLUMNS}`,
+    event: storeEvents(liteWords(), [{ event: STORE_RUN_EVENTS.created, seq: '1' }]),
+  },
 } as const;
 
 export const REQUEUE = {
@@ -217,12 +304,15 @@ WITH u AS (
   WHERE tenant_id = $1 AND run_id = $2 AND status = ANY($3::text[])
   RETURNING tenant_id, run_id, event_seq
 ), ev AS (
-  INSERT INTO run_events (tenant_id, run_id, seq, type, data)
-  SELECT tenant_id, run_id, event_seq, '${STORE_RUN_EVENTS.requeued.type}', ${pgEvent(STORE_RUN_EVENTS.requeued, 'u', { reason: '$4::text' })} FROM u
+  ${oneEvent(pgWords({ reason: '$4::text' }), STORE_RUN_EVENTS.requeued)}
 )
 SELECT 1 FROM u`,
-  sqlite: `UPDATE runs SET status = 'queued', status_reason = ?, updated_at = ?, lease_owner = NULL, lease_expires_at = NULL
-WHERE tenant_id = ? AND run_id = ? AND status IN (SELECT value FROM json_each(?))`,
+  sqlite: {
+    run: `UPDATE runs SET status = 'queued', status_reason = @reason, updated_at = @at, lease_owner = NULL,
+  lease_expires_at = NULL, event_seq = event_seq + 1
+WHERE tenant_id = @tenantId AND run_id = @runId AND status IN (SELECT value FROM json_each(@from))`,
+    event: oneEvent(liteWords('reason'), STORE_RUN_EVENTS.requeued),
+  },
 } as const;
 
 export const CANCEL = {
@@ -233,14 +323,16 @@ WITH u AS (
   WHERE tenant_id = $1 AND run_id = $2 AND NOT (status = ANY($4::text[]))
   RETURNING *
 ), ev AS (
-  INSERT INTO run_events (tenant_id, run_id, seq, type, data)
-  SELECT tenant_id, run_id, event_seq, '${STORE_RUN_EVENTS.cancelled.type}',
-    ${pgEvent(STORE_RUN_EVENTS.cancelled, 'u', { reason: '$3::text', actor: '$5::text' })} FROM u
+  ${oneEvent(pgWords({ reason: '$3::text', actor: '$5::text' }), STORE_RUN_EVENTS.cancelled)}
 )
 SELECT u.*, ${messagesOf('u')} FROM u`,
-  sqlite: `UPDATE runs SET status = 'cancelled', status_reason = ?, updated_at = ?, lease_owner = NULL,
-  lease_expires_at = NULL, lease_epoch = lease_epoch + 1
-WHERE tenant_id = ? AND run_id = ? AND status NOT IN (SELECT value FROM json_each(?)) RETURNING ${RUN_COLUMNS}`,
+  sqlite: {
+    run: `UPDATE runs SET status = 'cancelled', status_reason = @reason, updated_at = @at, lease_owner = NULL,
+  lease_expires_at = NULL, lease_epoch = lease_epoch + 1, event_seq = event_seq + 1
+WHERE tenant_id = @tenantId AND run_id = @runId AND status NOT IN (SELECT value FROM json_each(@final))
+RETURNING ${RUN_COLUMNS}`,
+    event: oneEvent(liteWords('reason', 'actor'), STORE_RUN_EVENTS.cancelled),
+  },
 } as const;
 
 /** A driver lets go of a running run at its epoch; claimable again after the delay. */
@@ -256,16 +348,18 @@ WITH u AS (
   WHERE tenant_id = $1 AND run_id = $2 AND lease_epoch = $3 AND status = 'running'
   RETURNING tenant_id, run_id, event_seq, lease_expires_at
 ), ev AS (
-  INSERT INTO run_events (tenant_id, run_id, seq, type, data)
-  SELECT tenant_id, run_id, event_seq, '${STORE_RUN_EVENTS.released.type}',
-    ${pgEvent(STORE_RUN_EVENTS.released, 'u', { reason: '$4::text', cause: '$7::text' })} FROM u
+  ${oneEvent(pgWords({ reason: '$4::text', cause: '$7::text' }), STORE_RUN_EVENTS.released)}
 )
 SELECT 1 FROM u`,
-  sqlite: `UPDATE runs SET status = 'queued', status_reason = @reason, updated_at = @at, lease_owner = NULL,
+  sqlite: {
+    run: `UPDATE runs SET status = 'queued', status_reason = @reason, updated_at = @at, lease_owner = NULL,
   lease_expires_at = @retryAt, last_error = COALESCE(@lastError, last_error),
   model_outages = CASE WHEN @cause = 'model_outage' THEN model_outages + 1 ELSE model_outages END,
-  drive_attempts = CASE WHEN @cause = 'failed_drive' THEN drive_attempts ELSE 0 END
+  drive_attempts = CASE WHEN @cause = 'failed_drive' THEN drive_attempts ELSE 0 END,
+  event_seq = event_seq + 1
 WHERE tenant_id = @tenantId AND run_id = @runId AND lease_epoch = @epoch AND status = 'running'`,
+    event: oneEvent(liteWords('reason', 'cause'), STORE_RUN_EVENTS.released),
+  },
 } as const;
 
 /** An operator re-drives a failed run from its last checkpoint. */
@@ -278,14 +372,15 @@ WITH u AS (
   WHERE tenant_id = $1 AND run_id = $2 AND status = 'failed'
   RETURNING *
 ), ev AS (
-  INSERT INTO run_events (tenant_id, run_id, seq, type, data)
-  SELECT tenant_id, run_id, event_seq, '${STORE_RUN_EVENTS.retried.type}',
-    ${pgEvent(STORE_RUN_EVENTS.retried, 'u', { reason: '$3::text', actor: '$4::text' })} FROM u
+  ${oneEvent(pgWords({ reason: '$3::text', actor: '$4::text' }), STORE_RUN_EVENTS.retried)}
 )
 SELECT u.*, ${messagesOf('u')} FROM u`,
-  sqlite: `UPDATE runs SET status = 'queued', status_reason = ?, error = NULL, updated_at = ?,
-  lease_owner = NULL, lease_expires_at = NULL, drive_attempts = 0, model_outages = 0
-WHERE tenant_id = ? AND run_id = ? AND status = 'failed' RETURNING ${RUN_COLUMNS}`,
+  sqlite: {
+    run: `UPDATE runs SET status = 'queued', status_reason = @reason, error = NULL, updated_at = @at,
+  lease_owner = NULL, lease_expires_at = NULL, drive_attempts = 0, model_outages = 0, event_seq = event_seq + 1
+WHERE tenant_id = @tenantId AND run_id = @runId AND status = 'failed' RETURNING ${RUN_COLUMNS}`,
+    event: oneEvent(liteWords('reason', 'actor'), STORE_RUN_EVENTS.retried),
+  },
 } as const;
 
 export const APPEND_EVENT = {
@@ -397,47 +492,70 @@ export function usageVector(usage: RunUsage): number[] {
 
 /**
  * A user message sent to a completed run (no step under way) whose turns do not hold this client
- * message id: the message appended, the turn written, the run queued for its next turn, its events.
- * Nothing is returned when the run is not completed or the id was sent before (the caller reads
- * which: `TURN_BY_CLIENT_ID`, `SUMMARY`).
+ * message id: the run queued for its next turn (u), the message appended (msg), the turn written (t),
+ * its events (ev). Nothing is written when the run is not completed or the id was sent before (the
+ * caller reads which: `TURN_BY_CLIENT_ID`, `SUMMARY`, and says it with `unsentMessage`). Defined once:
+ * PostgreSQL runs the four parts as one statement, SQLite as four in one transaction, the last three
+ * only when the first changed the run.
  */
+function sendMessageParts(w: Words): { u: string; msg: string; t: string; ev: string } {
+  const { p, now } = w;
+  return {
+    u: `UPDATE runs SET status = 'queued', turn = turn + 1, turn_step = step, message_count = message_count + 1,
+    checkpoint_version = checkpoint_version + 1, result = NULL, error = NULL, status_reason = ${p.reason},
+    updated_at = ${now}, lease_owner = NULL, lease_expires_at = NULL, drive_attempts = 0,
+    model_outages = 0, last_error = NULL, event_seq = event_seq + 2
+  WHERE tenant_id = ${p.tenantId} AND run_id = ${p.runId} AND status = 'completed' AND pending IS NULL
+    AND NOT EXISTS (SELECT 1 FROM run_turns t
+      WHERE t.tenant_id = ${p.tenantId} AND t.run_id = ${p.runId} AND t.client_message_id = ${p.clientMessageId})`,
+    msg: `INSERT INTO run_messages (tenant_id, run_id, idx, message)
+  SELECT u.tenant_id, u.run_id, u.message_count - 1, ${p.message} ${w.changed()}`,
+    t: `INSERT INTO run_turns (tenant_id, run_id, turn, client_message_id, message_idx, message_digest, actor_id,
+    created_at)
+  SELECT u.tenant_id, u.run_id, u.turn, ${p.clientMessageId}, u.message_count - 1, ${p.messageDigest}, ${p.actor}, ${now}
+  ${w.changed()}
+  RETURNING created_at`,
+    ev: storeEvents(w, [
+      { event: STORE_RUN_EVENTS.messaged, seq: 'u.event_seq - 1' },
+      { event: STORE_RUN_EVENTS.messageQueued, seq: 'u.event_seq' },
+    ]),
+  };
+}
+
+const PG_SEND = sendMessageParts(
+  pgWords({
+    tenantId: '$1',
+    runId: '$2',
+    clientMessageId: '$3::text',
+    message: '$4::jsonb',
+    messageDigest: '$5::text',
+    reason: '$6::text',
+    actor: '$7::text',
+  }),
+);
+const LITE_SEND = sendMessageParts(
+  liteWords('clientMessageId', 'message', 'messageDigest', 'reason', 'actor'),
+);
+
 export const SEND_MESSAGE = {
   postgres: `
 WITH u AS (
-  UPDATE runs SET status = 'queued', turn = turn + 1, turn_step = step, message_count = message_count + 1,
-    checkpoint_version = checkpoint_version + 1, result = NULL, error = NULL, status_reason = $6,
-    updated_at = oncely_now(), lease_owner = NULL, lease_expires_at = NULL, drive_attempts = 0,
-    model_outages = 0, last_error = NULL, event_seq = event_seq + 2
-  WHERE tenant_id = $1 AND run_id = $2 AND status = 'completed' AND pending IS NULL
-    AND NOT EXISTS (SELECT 1 FROM run_turns t WHERE t.tenant_id = $1 AND t.run_id = $2 AND t.client_message_id = $3)
+  ${PG_SEND.u}
   RETURNING *
 ), msg AS (
-  INSERT INTO run_messages (tenant_id, run_id, idx, message)
-  SELECT tenant_id, run_id, message_count - 1, $4::jsonb FROM u
+  ${PG_SEND.msg}
 ), t AS (
-  INSERT INTO run_turns (tenant_id, run_id, turn, client_message_id, message_idx, message_digest, actor_id)
-  SELECT tenant_id, run_id, turn, $3, message_count - 1, $5, $7 FROM u
-  RETURNING created_at
+  ${PG_SEND.t}
 ), ev AS (
-  INSERT INTO run_events (tenant_id, run_id, seq, type, data)
-  SELECT tenant_id, run_id, event_seq - 1, '${STORE_RUN_EVENTS.messaged.type}',
-    ${pgEvent(STORE_RUN_EVENTS.messaged, 'u', { clientMessageId: '$3::text', actor: '$7::text' })} FROM u
-  UNION ALL
-  SELECT tenant_id, run_id, event_seq, '${STORE_RUN_EVENTS.messageQueued.type}',
-    ${pgEvent(STORE_RUN_EVENTS.messageQueued, 'u', { reason: '$6::text' })} FROM u
+  ${PG_SEND.ev}
 )
 SELECT u.*, t.created_at AS turn_created_at FROM u, t`,
-  sqlite: `UPDATE runs SET status = 'queued', turn = turn + 1, turn_step = step, message_count = message_count + 1,
-  checkpoint_version = checkpoint_version + 1, result = NULL, error = NULL, status_reason = @reason,
-  updated_at = @at, lease_owner = NULL, lease_expires_at = NULL, drive_attempts = 0, model_outages = 0,
-  last_error = NULL
-WHERE tenant_id = @tenantId AND run_id = @runId AND status = 'completed' AND pending IS NULL
-RETURNING ${RUN_COLUMNS}`,
-} as const;
-
-export const INSERT_TURN = {
-  sqlite: `INSERT INTO run_turns (tenant_id, run_id, turn, client_message_id, message_idx, message_digest, actor_id,
-  created_at) VALUES (@tenantId, @runId, @turn, @clientMessageId, @messageIndex, @messageDigest, @actorId, @at)`,
+  sqlite: {
+    run: `${LITE_SEND.u}\nRETURNING ${RUN_COLUMNS}`,
+    message: LITE_SEND.msg,
+    turn: LITE_SEND.t,
+    events: LITE_SEND.ev,
+  },
 } as const;
 
 const TURN_COLUMNS =
@@ -541,18 +659,6 @@ export const RUNS_PAGE = {
     };
   },
 };
-
-/**
- * SQLite: an event the store writes itself, once APPEND_EVENT.sqlite.seq has moved the run's event
- * seq on, its data from the run's row as it now stands. (PostgreSQL writes each in the statement of
- * its change, above.)
- */
-export function liteStoreEvent(event: RunEventDefinition, params: readonly string[]): string {
-  const placeholders = Object.fromEntries(params.map((name) => [name, `@p_${name}`]));
-  return `INSERT INTO run_events (tenant_id, run_id, seq, at, type, data)
-SELECT tenant_id, run_id, event_seq, @at, @type, ${eventDataSql('sqlite', event, 'runs', placeholders)}
-FROM runs WHERE tenant_id = @tenantId AND run_id = @runId`;
-}
 
 export const CREATE_APPROVALS = {
   postgres: `INSERT INTO approvals (tenant_id, idempotency_key, run_id, tool_name, args, args_digest, repeat_of,

@@ -207,3 +207,25 @@ export function toWorkflowEvent(row: WorkflowEventRow): WorkflowEvent {
 /** JSON text of a value or null, for a statement's parameter. */
 export const jsonParam = (value: unknown): string | null =>
   value === undefined || value === null ? null : JSON.stringify(value);
+
+/** A workflow event's columns, as both stores write them (PG_EVENTS_OF's record type, SQLite's insert). */
+export interface WorkflowEventColumns {
+  readonly kind: WorkflowEventKind;
+  readonly node: string | null;
+  readonly attempt: number | null;
+  readonly run_id: string | null;
+  readonly reason: string | null;
+  readonly detail: JsonValue | null;
+}
+
+/** The columns of a new workflow event: what it does not say is null. */
+export function workflowEventColumns(e: NewWorkflowEvent): WorkflowEventColumns {
+  return {
+    kind: e.kind,
+    node: e.node ?? null,
+    attempt: e.attempt ?? null,
+    run_id: e.runId ?? null,
+    reason: e.reason ?? null,
+    detail: e.detail ?? null,
+  };
+}

@@ -22,7 +22,7 @@ import {
 /*
  * The two stores cannot drift apart silently: the same runs, driven the same way on SQLite and on
  * PostgreSQL, leave the same trace in each: every run event (type and data, in order), every ledger
- * record and its history, the conversations, the approvals and the runs as they end. Times, the
+ * record and its history, the conversations and their turns, the approvals and the runs as they end. Times, the
  * minted call ids and store-wide event ids are the only things that may differ, and are masked.
  */
 
@@ -60,6 +60,7 @@ async function trace(store: Store, runIds: readonly string[]): Promise<unknown> 
     runs.push({
       run,
       events: await store.runs.events(TENANT, runId, 0, 1_000),
+      turns: await store.runs.turns(TENANT, runId),
       approvals: await store.runs.approvalsOfRun(TENANT, runId),
       records: await Promise.all(
         records.map(async (record) => ({
@@ -72,7 +73,10 @@ async function trace(store: Store, runIds: readonly string[]): Promise<unknown> 
   return masked(runs);
 }
 
-/** The scenario: an approval and an unknown call in one step, settled in turn; a run failed then retried; one cancelled. */
+/**
+ * The scenario: an approval and an unknown call in one step, settled in turn; a run failed then
+ * retried; one cancelled; one let go on a model outage, then sent a second message (twice).
+ */
 async function scenario(store: Store, runtimes: Runtimes): Promise<unknown> {
   const downstream = new FakeDownstream();
   const credit = issueCredit(downstream, { approval: true });
@@ -134,6 +138,17 @@ async function scenario(store: Store, runtimes: Runtimes): Promise<unknown> {
     await sleep(10);
     await runtime.drive(TENANT, 'run_drift_outage');
   }
+  // A second turn: a message sent to the answered run, sent again (the same turn), and answered.
+  const next = {
+    tenantId: TENANT,
+    runId: 'run_drift_outage',
+    content: 'And acct_8?',
+    clientMessageId: 'msg_drift_2',
+    actorId: OPERATOR,
+  };
+  await runtime.send(next);
+  await runtime.send(next);
+  await runtime.drive(TENANT, 'run_drift_outage');
 
   return trace(store, ['run_drift_paused', 'run_drift_failed', 'run_drift_cancelled', 'run_drift_outage']);
 }
@@ -158,11 +173,18 @@ describe('the SQLite and PostgreSQL stores', () => {
 
   it('leave the same trace of the same runs: events, records and histories, conversations, approvals', () => {
     const [sqlite, postgres] = [...traces.values()];
-    const runs = sqlite as { run: { status: string }; events: unknown[]; records: unknown[] }[];
+    const runs = sqlite as {
+      run: { status: string; turn: number };
+      events: unknown[];
+      turns: unknown[];
+      records: unknown[];
+    }[];
     // The scenario did what it says (the comparison below is not of two empty traces).
     expect(runs.map((r) => r.run.status)).toEqual(['completed', 'queued', 'cancelled', 'completed']);
     expect(runs.map((r) => r.events.length).every((n) => n >= 2)).toBe(true);
     expect(runs[0]?.records).toHaveLength(2);
+    expect(runs[3]?.turns).toHaveLength(1);
+    expect(runs[3]?.run.turn).toBe(2);
     expect(postgres).toEqual(sqlite);
   });
 });

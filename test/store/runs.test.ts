@@ -228,6 +228,17 @@ describe.each(STORES)('run storage on %s', (name, open) => {
     const saved = await store.runs.get('t1', run.runId);
     expect(saved?.checkpoint.messages).toEqual([{ role: 'user', content: 'renewed' }]);
     expect(Date.parse(saved!.leaseExpiresAt!) - before).toBeGreaterThan(50_000);
+    // A save by the holder that misses the fence (a version saved over) saves nothing and renews nothing.
+    expect(
+      await store.runs.saveCheckpoint({
+        fence,
+        checkpoint,
+        storedMessages: 0,
+        status: 'running',
+        renewLease: { owner: 'w1', leaseMs: 600_000 },
+      }),
+    ).toBeUndefined();
+    expect((await store.runs.get('t1', run.runId))?.leaseExpiresAt).toBe(saved?.leaseExpiresAt);
     // Once the lease has expired it cannot be renewed by a save, even unclaimed by anyone else.
     await store.runs.renewLease(fence, 'w1', 1);
     await new Promise((r) => setTimeout(r, 20));

@@ -31,7 +31,8 @@ import {
   toRunSummary,
   toWaiting,
   toRunTurn,
-  earlierTurn,
+  sentMessage,
+  unsentMessage,
   tenantUsage,
   type UsageRow,
   type RunTurnRow,
@@ -214,24 +215,7 @@ export class PostgresRuns implements RunStore {
       ],
     );
     const row = rows[0];
-    if (row !== undefined) {
-      const run = toRunSummary(row);
-      const created = row.turn_created_at;
-      return {
-        kind: 'sent',
-        run,
-        turn: {
-          tenantId,
-          runId,
-          turn: run.turn,
-          clientMessageId: request.clientMessageId,
-          messageIndex: Number(row.message_count) - 1,
-          messageDigest: request.messageDigest,
-          actorId: request.actorId,
-          createdAt: typeof created === 'string' ? created : created.toISOString(),
-        },
-      };
-    }
+    if (row !== undefined) return sentMessage(request, row, row.turn_created_at);
     // Not sent: the id was sent before (read after the statement, so a send that raced it is seen),
     // or the run is not waiting for a message.
     const sent = await this.db.query<RunTurnRow>(TURN_BY_CLIENT_ID.postgres, [
@@ -239,10 +223,11 @@ export class PostgresRuns implements RunStore {
       runId,
       request.clientMessageId,
     ]);
-    const run = await this.summary(tenantId, runId);
-    if (run === undefined) return undefined;
-    const earlier = sent.rows[0];
-    return earlier === undefined ? { kind: 'not_ready', run } : earlierTurn(request, toRunTurn(earlier), run);
+    const run = await this.db.query<RunRow>(prepared('oncely_run_summary', SUMMARY.postgres), [
+      tenantId,
+      runId,
+    ]);
+    return unsentMessage(request, sent.rows[0], run.rows[0]);
   }
 
   async turns(tenantId: string, runId: string): Promise<RunTurn[]> {

@@ -2,6 +2,7 @@ import {
   jsonParam,
   toWorkflowEvent,
   toWorkflowRun,
+  workflowEventColumns,
   type AdvanceWorkflowRequest,
   type CreateWorkflowRunRequest,
   type MoveWorkflowRequest,
@@ -27,17 +28,7 @@ import type { Queryable } from './ledger.js';
 
 /** Events as the JSON rows the statements unpack, numbered so they keep their order. */
 const eventRows = (events: readonly NewWorkflowEvent[]): string =>
-  JSON.stringify(
-    events.map((e, n) => ({
-      kind: e.kind,
-      node: e.node ?? null,
-      attempt: e.attempt ?? null,
-      run_id: e.runId ?? null,
-      reason: e.reason ?? null,
-      detail: e.detail ?? null,
-      n,
-    })),
-  );
+  JSON.stringify(events.map((e, n) => ({ ...workflowEventColumns(e), n })));
 
 /** Workflow runs on PostgreSQL; every method is one statement. */
 export class PostgresWorkflows implements WorkflowStore {

@@ -34,7 +34,8 @@ import {
   toRunSummary,
   toWaiting,
   toRunTurn,
-  earlierTurn,
+  sentMessage,
+  unsentMessage,
   tenantUsage,
   usageParams,
   type UsageRow,
@@ -45,7 +46,6 @@ import {
   type WaitingRow,
 } from '../run-rows.js';
 import { encodeJson } from '../rows.js';
-import { STORE_RUN_EVENTS, type RunEventDefinition } from '../run-events.js';
 import {
   APPEND_EVENT,
   APPROVALS_OF_RUN,
@@ -71,11 +71,9 @@ import {
   SAVE,
   SUMMARY,
   SEND_MESSAGE,
-  INSERT_TURN,
   TURN_BY_CLIENT_ID,
   TURNS,
   TENANT_USAGE,
-  liteStoreEvent,
 } from '../runs-sql.js';
 import { isoNow, type Clock } from '../../util/clock.js';
 import { settle } from './settle.js';
@@ -111,21 +109,14 @@ export class SqliteRuns implements RunStore {
   }
 
   /**
-   * Appends an event the store writes itself, as both stores define it (run-events.ts): its data
-   * from the run's row as it now stands and these parameters. Inside the caller's transaction.
+   * Runs the change of a run (its first statement) and, when it changed the run, the statement that
+   * writes its events (the rest, runs-sql.ts): what PostgreSQL does in one statement, in the caller's
+   * transaction. The change's returned row, or undefined when it changed nothing.
    */
-  private storeEvent(
-    tenantId: string,
-    runId: string,
-    event: RunEventDefinition,
-    params: Readonly<Record<string, string>>,
-    at: string,
-  ): void {
-    this.nextSeq(tenantId, runId);
-    const bound = Object.fromEntries(Object.entries(params).map(([name, v]) => [`p_${name}`, v]));
-    this.db
-      .prepare(liteStoreEvent(event, Object.keys(params)))
-      .run({ ...bound, at, type: event.type, tenantId, runId });
+  private changeRun<R>(change: string, events: string, params: Record<string, unknown>): R | undefined {
+    const row = this.db.prepare<[Record<string, unknown>], R>(change).get(params);
+    if (row !== undefined) this.db.prepare(events).run(params);
+    return row;
   }
 
   private row(tenantId: string, runId: string): RunRow | undefined {
@@ -151,7 +142,7 @@ export class SqliteRuns implements RunStore {
     return settle(() =>
       this.db.transaction(() => {
         const at = this.now();
-        const inserted = this.db.prepare<[Record<string, unknown>], RunRow>(CREATE.sqlite).get({
+        const inserted = this.db.prepare<[Record<string, unknown>], RunRow>(CREATE.sqlite.run).get({
           tenantId: request.tenantId,
           runId: request.runId,
           agent: request.agent,
@@ -164,7 +155,7 @@ export class SqliteRuns implements RunStore {
         });
         if (inserted !== undefined) {
           this.append(request.tenantId, request.runId, 0, request.checkpoint.messages);
-          this.storeEvent(request.tenantId, request.runId, STORE_RUN_EVENTS.created, {}, at);
+          this.db.prepare(CREATE.sqlite.event).run({ tenantId: request.tenantId, runId: request.runId, at });
           if (request.claim === undefined) {
             return { created: true, run: toRun(inserted, request.checkpoint.messages) };
           }
@@ -208,14 +199,16 @@ export class SqliteRuns implements RunStore {
     return settle(() =>
       this.db
         .transaction(() => {
-          const params = {
+          const at = this.now();
+          const row = this.db.prepare<[Record<string, unknown>], RunRow>(CLAIM_NEXT.sqlite.run).get({
             owner,
-            now: this.now(),
+            at,
             expires: this.later(leaseMs),
             agents: agents === undefined ? null : JSON.stringify(agents),
-          };
-          const row = this.db.prepare<[Record<string, unknown>], RunRow>(CLAIM_NEXT.sqlite).get(params);
-          return row === undefined ? undefined : this.claimed(row, params.now);
+          });
+          if (row === undefined) return undefined;
+          this.db.prepare(CLAIM_NEXT.sqlite.event).run({ tenantId: row.tenant_id, runId: row.run_id, at });
+          return this.withMessages(row);
         })
         .immediate(),
     );
@@ -244,21 +237,15 @@ export class SqliteRuns implements RunStore {
     agents: readonly string[] | undefined,
     at: string,
   ): RunRecord | undefined {
-    const row = this.db.prepare<[Record<string, unknown>], RunRow>(CLAIM.sqlite).get({
+    const row = this.changeRun<RunRow>(CLAIM.sqlite.run, CLAIM.sqlite.event, {
       owner,
-      now: at,
+      at,
       expires: this.later(leaseMs),
       tenantId,
       runId,
       agents: agents === undefined ? null : JSON.stringify(agents),
     });
-    return row === undefined ? undefined : this.claimed(row, at);
-  }
-
-  private claimed(row: RunRow, at: string): RunRecord {
-    const run = this.withMessages(row);
-    this.storeEvent(run.tenantId, run.runId, STORE_RUN_EVENTS.claimed, {}, at);
-    return run;
+    return row === undefined ? undefined : this.withMessages(row);
   }
 
   renewLease(fence: Omit<RunFence, 'checkpointVersion'>, owner: string, leaseMs: number): Promise<boolean> {
@@ -281,9 +268,11 @@ export class SqliteRuns implements RunStore {
         const { fence } = request;
         const renew = request.renewLease;
         const appended = appendedMessages(request);
-        if (renew !== undefined && !this.renewSync(fence, renew.owner, renew.leaseMs)) return undefined;
+        const events = request.events ?? [];
         const row = this.db
-          .prepare<[Record<string, unknown>], { checkpoint_version: number }>(SAVE.sqlite.run)
+          .prepare<[Record<string, unknown>], { checkpoint_version: number; event_seq: number }>(
+            SAVE.sqlite.run,
+          )
           .get({
             tenantId: fence.tenantId,
             runId: fence.runId,
@@ -299,12 +288,19 @@ export class SqliteRuns implements RunStore {
             reason: request.reason ?? null,
             release: releasesLease(request.status) ? 1 : 0,
             modelAnswered: request.modelAnswered === true ? 1 : 0,
+            renewOwner: renew?.owner ?? null,
+            renewExpires: renew === undefined ? null : this.later(renew.leaseMs),
+            events: events.length,
             ...usageParams(request.usage),
             at,
           });
         if (row === undefined) return undefined;
         this.append(fence.tenantId, fence.runId, request.storedMessages, appended);
-        for (const e of request.events ?? []) this.event(fence.tenantId, fence.runId, e.type, e.data, at);
+        const insert = this.db.prepare(APPEND_EVENT.sqlite.event);
+        const first = row.event_seq - events.length + 1;
+        events.forEach((e, i) =>
+          insert.run(fence.tenantId, fence.runId, first + i, at, e.type, JSON.stringify(e.data)),
+        );
         return row.checkpoint_version;
       })(),
     );
@@ -313,11 +309,9 @@ export class SqliteRuns implements RunStore {
   requeue(tenantId: string, runId: string, from: readonly RunStatus[], reason: string): Promise<boolean> {
     return settle(() =>
       this.db.transaction(() => {
-        const at = this.now();
-        const changes = this.db
-          .prepare(REQUEUE.sqlite)
-          .run(reason, at, tenantId, runId, JSON.stringify(from)).changes;
-        if (changes === 1) this.storeEvent(tenantId, runId, STORE_RUN_EVENTS.requeued, { reason }, at);
+        const params = { tenantId, runId, reason, at: this.now(), from: JSON.stringify(from) };
+        const changes = this.db.prepare(REQUEUE.sqlite.run).run(params).changes;
+        if (changes === 1) this.db.prepare(REQUEUE.sqlite.event).run(params);
         return changes === 1;
       })(),
     );
@@ -326,13 +320,15 @@ export class SqliteRuns implements RunStore {
   cancel(tenantId: string, runId: string, reason: string, actorId: string): Promise<RunRecord | undefined> {
     return settle(() =>
       this.db.transaction(() => {
-        const at = this.now();
-        const row = this.db
-          .prepare<[string, string, string, string, string], RunRow>(CANCEL.sqlite)
-          .get(reason, at, tenantId, runId, JSON.stringify(FINAL_RUN_STATUSES));
-        if (row === undefined) return undefined;
-        this.storeEvent(tenantId, runId, STORE_RUN_EVENTS.cancelled, { reason, actor: actorId }, at);
-        return this.withMessages(row);
+        const row = this.changeRun<RunRow>(CANCEL.sqlite.run, CANCEL.sqlite.event, {
+          tenantId,
+          runId,
+          reason,
+          actor: actorId,
+          at: this.now(),
+          final: JSON.stringify(FINAL_RUN_STATUSES),
+        });
+        return row === undefined ? undefined : this.withMessages(row);
       })(),
     );
   }
@@ -356,28 +352,20 @@ export class SqliteRuns implements RunStore {
     return settle(() =>
       this.db
         .transaction(() => {
-          const at = this.now();
           const { fence } = request;
-          const retryAt = this.later(Math.max(0, Math.round(request.delayMs)));
-          const changes = this.db.prepare(RELEASE.sqlite).run({
+          const params = {
             tenantId: fence.tenantId,
             runId: fence.runId,
             epoch: fence.leaseEpoch,
             reason: request.reason,
-            at,
-            retryAt,
+            at: this.now(),
+            retryAt: this.later(Math.max(0, Math.round(request.delayMs))),
             lastError: encodeJson(request.lastError ?? null),
             cause: request.cause,
-          }).changes;
-          if (changes !== 1) return false;
-          this.storeEvent(
-            fence.tenantId,
-            fence.runId,
-            STORE_RUN_EVENTS.released,
-            { reason: request.reason, cause: request.cause },
-            at,
-          );
-          return true;
+          };
+          const changes = this.db.prepare(RELEASE.sqlite.run).run(params).changes;
+          if (changes === 1) this.db.prepare(RELEASE.sqlite.event).run(params);
+          return changes === 1;
         })
         .immediate(),
     );
@@ -387,13 +375,14 @@ export class SqliteRuns implements RunStore {
     return settle(() =>
       this.db
         .transaction(() => {
-          const at = this.now();
-          const row = this.db
-            .prepare<[string, string, string, string], RunRow>(RETRY.sqlite)
-            .get(reason, at, tenantId, runId);
-          if (row === undefined) return undefined;
-          this.storeEvent(tenantId, runId, STORE_RUN_EVENTS.retried, { reason, actor: actorId }, at);
-          return this.withMessages(row);
+          const row = this.changeRun<RunRow>(RETRY.sqlite.run, RETRY.sqlite.event, {
+            tenantId,
+            runId,
+            reason,
+            actor: actorId,
+            at: this.now(),
+          });
+          return row === undefined ? undefined : this.withMessages(row);
         })
         .immediate(),
     );
@@ -404,52 +393,32 @@ export class SqliteRuns implements RunStore {
       this.db
         .transaction((): SendMessageResult | undefined => {
           const { tenantId, runId } = request;
-          const before = this.row(tenantId, runId);
-          if (before === undefined) return undefined;
-          const sent = this.db
-            .prepare<[string, string, string], RunTurnRow>(TURN_BY_CLIENT_ID.sqlite)
-            .get(tenantId, runId, request.clientMessageId);
-          if (sent !== undefined) return earlierTurn(request, toRunTurn(sent), toRunSummary(before));
-          const at = this.now();
-          const row = this.db.prepare<[Record<string, unknown>], RunRow>(SEND_MESSAGE.sqlite).get({
+          // SEND_MESSAGE's parts in PostgreSQL's order: the run queued for its turn, then (when it
+          // was) the message, the turn and the events, each reading the run as the first left it.
+          const params = {
             tenantId,
             runId,
-            reason: request.reason,
-            at,
-          });
-          if (row === undefined) return { kind: 'not_ready', run: toRunSummary(before) };
-          const run = toRunSummary(row);
-          const messageIndex = Number(row.message_count) - 1;
-          this.append(tenantId, runId, messageIndex, [request.message]);
-          const turn: RunTurn = {
-            tenantId,
-            runId,
-            turn: run.turn,
             clientMessageId: request.clientMessageId,
-            messageIndex,
+            message: JSON.stringify(request.message),
             messageDigest: request.messageDigest,
-            actorId: request.actorId,
-            createdAt: at,
+            reason: request.reason,
+            actor: request.actorId,
+            at: this.now(),
           };
-          this.db.prepare(INSERT_TURN.sqlite).run({
-            tenantId,
-            runId,
-            turn: turn.turn,
-            clientMessageId: turn.clientMessageId,
-            messageIndex,
-            messageDigest: turn.messageDigest,
-            actorId: turn.actorId,
-            at,
-          });
-          this.storeEvent(
-            tenantId,
-            runId,
-            STORE_RUN_EVENTS.messaged,
-            { clientMessageId: request.clientMessageId, actor: request.actorId as string },
-            at,
-          );
-          this.storeEvent(tenantId, runId, STORE_RUN_EVENTS.messageQueued, { reason: request.reason }, at);
-          return { kind: 'sent', turn, run };
+          const row = this.db.prepare<[Record<string, unknown>], RunRow>(SEND_MESSAGE.sqlite.run).get(params);
+          if (row === undefined) {
+            const sent = this.db
+              .prepare<[string, string, string], RunTurnRow>(TURN_BY_CLIENT_ID.sqlite)
+              .get(tenantId, runId, request.clientMessageId);
+            return unsentMessage(request, sent, this.row(tenantId, runId));
+          }
+          this.db.prepare(SEND_MESSAGE.sqlite.message).run(params);
+          const turn = this.db
+            .prepare<[Record<string, unknown>], { created_at: string }>(SEND_MESSAGE.sqlite.turn)
+            .get(params);
+          if (turn === undefined) throw new Error(`run ${runId} queued for a turn that was not written`);
+          this.db.prepare(SEND_MESSAGE.sqlite.events).run(params);
+          return sentMessage(request, row, turn.created_at);
         })
         .immediate(),
     );

@@ -3,6 +3,7 @@ import {
   jsonParam,
   toWorkflowEvent,
   toWorkflowRun,
+  workflowEventColumns,
   type AdvanceWorkflowRequest,
   type CreateWorkflowRunRequest,
   type MoveWorkflowRequest,
@@ -155,6 +156,10 @@ export class SqliteWorkflows implements WorkflowStore {
     });
   }
 
+  /**
+   * The events of a create, an advance or a move, after its change and only when it changed the run:
+   * PostgreSQL's `appended` (workflows-sql.ts), one insert a row, the same columns in the same order.
+   */
   private append(
     tenantId: string,
     workflowRunId: string,
@@ -163,17 +168,8 @@ export class SqliteWorkflows implements WorkflowStore {
   ): void {
     const insert = this.db.prepare(APPEND_WORKFLOW_EVENT.sqlite);
     for (const e of events) {
-      insert.run({
-        tenantId,
-        workflowRunId,
-        at,
-        kind: e.kind,
-        node: e.node ?? null,
-        attempt: e.attempt ?? null,
-        runId: e.runId ?? null,
-        reason: e.reason ?? null,
-        detail: jsonParam(e.detail),
-      });
+      const c = workflowEventColumns(e);
+      insert.run({ tenantId, workflowRunId, at, ...c, runId: c.run_id, detail: jsonParam(c.detail) });
     }
   }
 
