@@ -9,8 +9,8 @@
  * width), and the whole guarded call through oncely (what share of a call the statements are).
  *
  * Part of `npm run bench` (section "PostgreSQL drivers" of docs/benchmarks.md); `npm run bench:driver`
- * runs it alone and prints the table. BENCH_ROUNDS (default 5) and BENCH_SCALE (calls per round,
- * default 1 = 2000) apply.
+ * runs it alone and prints the table. BENCH_ROUNDS (default 5), BENCH_SCALE (calls per round,
+ * default 1 = 2000) and, alone, BENCH_ONLY (a regular expression of the case ids to run) apply.
  */
 import { existsSync, readFileSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
@@ -46,6 +46,8 @@ export interface DriverCase {
   readonly label: string;
   readonly p50ms: number;
   readonly clientCpuMs: number;
+  /** The client CPU of each round, in the order of the rounds (its spread). */
+  readonly clientCpuMsByRound: readonly number[];
   /** CPU of the server processes that ran the case's statements (its database's backends). */
   readonly serverCpuMs?: number;
 }
@@ -428,7 +430,9 @@ export async function measureDrivers(
   fresh: () => Promise<{ url: string; drop(): Promise<void> }>,
   progress: (message: string) => void,
 ): Promise<DriverReport> {
-  const all = variants();
+  // `BENCH_ONLY=<regular expression>`: only the cases whose ids match (an A/B; nothing is written).
+  const only = process.env.BENCH_ONLY ? new RegExp(process.env.BENCH_ONLY) : undefined;
+  const all = variants().filter((v) => only === undefined || only.test(v.id));
   const samples = new Map<string, Sample[]>(all.map((v) => [v.id, []]));
   const check = await fresh();
   try {
@@ -464,18 +468,38 @@ export async function measureDrivers(
         label: v.label,
         p50ms: median(mine.map((s) => s.p50ms)),
         clientCpuMs: median(mine.map((s) => s.clientCpuMs)),
+        clientCpuMsByRound: mine.map((s) => s.clientCpuMs),
         ...(serverCpuMs === undefined ? {} : { serverCpuMs }),
       };
     }),
   };
 }
 
-/** postgres.js's client CPU for the call's statements over pg's, and whether that is the switch. */
-export function driverDecision(report: DriverReport): { ratio: number; saving: number; switches: boolean } {
-  const cpu = (id: string): number => report.cases.find((c) => c.id === id)?.clientCpuMs ?? Number.NaN;
-  const ratio = cpu('postgresjs.call') / cpu('pg.call');
-  return { ratio, saving: 1 - ratio, switches: 1 - ratio >= SWITCH_AT };
+/**
+ * postgres.js's client CPU for the call's statements over pg's (`ratio`, and round by round), and the
+ * client CPU it would save as a share of a whole guarded call (`callSaving`: what a call costs is the
+ * statements and oncely's own work around them): switching pays from SWITCH_AT of a call.
+ */
+export function driverDecision(report: DriverReport): {
+  ratio: number;
+  /** The same ratio round by round (the two cases of one round ran in the same round, in either order). */
+  byRound: number[];
+  callSaving: number;
+  switches: boolean;
+} {
+  const of = (id: string): DriverCase | undefined => report.cases.find((c) => c.id === id);
+  const [pgCall, jsCall, whole] = [of('pg.call'), of('postgresjs.call'), of('oncely.call')];
+  const [pgMs, jsMs] = [pgCall?.clientCpuMs ?? Number.NaN, jsCall?.clientCpuMs ?? Number.NaN];
+  const byRound = (jsCall?.clientCpuMsByRound ?? []).map(
+    (ms, i) => ms / (pgCall?.clientCpuMsByRound[i] ?? Number.NaN),
+  );
+  const callSaving = (pgMs - jsMs) / (whole?.clientCpuMs ?? Number.NaN);
+  return { ratio: jsMs / pgMs, byRound, callSaving, switches: callSaving >= SWITCH_AT };
 }
+
+/** The lowest and highest of the rounds' ratios, as "0.71-0.86". */
+const spread = (ratios: readonly number[]): string =>
+  `${Math.min(...ratios).toFixed(2)}-${Math.max(...ratios).toFixed(2)}`;
 
 const fixed = (n: number | undefined, digits = 3): string => (n === undefined ? '–' : n.toFixed(digits));
 const percent = (n: number): string => `${Math.round(n * 100)}%`;
@@ -484,7 +508,7 @@ const percent = (n: number): string => `${Math.round(n * 100)}%`;
 export function driverMarkdown(report: DriverReport): string[] {
   const byId = new Map(report.cases.map((c) => [c.id, c]));
   const cpu = (id: string): number => byId.get(id)?.clientCpuMs ?? Number.NaN;
-  const { ratio, saving, switches } = driverDecision(report);
+  const { ratio, byRound, callSaving, switches } = driverDecision(report);
   const statementsSaving = cpu('pg.call') - cpu('postgresjs.call');
   const narrowSaving = 1 - cpu('pg.call.narrow') / cpu('pg.call');
   const lines = [
@@ -506,17 +530,16 @@ export function driverMarkdown(report: DriverReport): string[] {
         `| ${c.label} (\`${c.id}\`) | ${fixed(c.p50ms)} | ${fixed(c.clientCpuMs)} | ${fixed(c.serverCpuMs)} |`,
     ),
     '',
-    `postgres.js uses ${ratio.toFixed(2)}× pg's client CPU for the call's statements (${
-      saving >= 0 ? `${percent(saving)} less` : `${percent(-saving)} more`
-    }; ${fixed(statementsSaving)} ms a call, ${percent(statementsSaving / cpu('oncely.call'))} of a whole guarded`,
-    `call's client CPU); the floors: ${(cpu('postgresjs.floor') / cpu('pg.floor.named')).toFixed(2)}× pg's named`,
-    `(${(cpu('postgresjs.floor') / cpu('pg.floor')).toFixed(2)}× its unnamed). Narrowing the rows to five columns saves`,
+    `postgres.js uses ${ratio.toFixed(2)}× pg's client CPU for the call's statements (rounds: ${spread(byRound)}):`,
+    `${fixed(statementsSaving)} ms a call, ${percent(callSaving)} of a whole guarded call's client CPU. On the floor`,
+    `postgres.js uses ${(cpu('postgresjs.floor') / cpu('pg.floor.named')).toFixed(2)}× pg's client CPU with named statements,`,
+    `${(cpu('postgresjs.floor') / cpu('pg.floor')).toFixed(2)}× with unnamed ones. Narrowing the rows to five columns saves`,
     `${percent(narrowSaving)} of pg's client CPU for the statements: that share of the decoding is the row's width.`,
     '',
   ];
   if (switches) {
     lines.push(
-      `**Decision: switching pays** (at least ${percent(SWITCH_AT)} less client CPU a call). Switching takes:`,
+      `**Decision: switching pays** (at least ${percent(SWITCH_AT)} of a call's client CPU). Switching takes:`,
       'the wake-ups (LISTEN/NOTIFY on a connection of their own, `src/store/postgres/wakeups.ts`, to',
       "postgres.js's `sql.listen`); the two pools (the hot statements' and the others', their sizes,",
       'connect and server-side timeouts and idle-error handling); the outage classification and stale-plan',
@@ -526,9 +549,9 @@ export function driverMarkdown(report: DriverReport): string[] {
     );
   } else {
     lines.push(
-      `**Decision: the store keeps \`pg\`**: postgres.js saves less than ${percent(SWITCH_AT)} of the client CPU a`,
-      'call (the threshold for a switch that would touch the wake-ups, both pools, the outage and retry',
-      'handling and the group commit).',
+      `**Decision: the store keeps \`pg\`**: postgres.js saves less than ${percent(SWITCH_AT)} of a call's client CPU`,
+      '(the threshold for a switch that would touch the wake-ups, both pools, the outage and retry handling',
+      'and the group commit).',
     );
   }
   lines.push('');
@@ -565,13 +588,15 @@ async function main(): Promise<void> {
         case: c.id,
         p50ms: fixed(c.p50ms),
         cpuClient: fixed(c.clientCpuMs),
+        cpuClientRounds: c.clientCpuMsByRound.map((ms) => fixed(ms)).join(' '),
         cpuServer: fixed(c.serverCpuMs),
       })),
     );
-    const { ratio, saving, switches } = driverDecision(report);
+    const { ratio, byRound, callSaving, switches } = driverDecision(report);
     console.log(
-      `postgres.js / pg, client CPU of the call's statements: ${ratio.toFixed(2)} (saves ${percent(saving)}); ` +
-        (switches ? 'switching pays' : `below ${percent(SWITCH_AT)}: keep pg`),
+      `postgres.js / pg, client CPU of the call's statements: ${ratio.toFixed(2)} (rounds ${spread(byRound)}); ` +
+        `saves ${percent(callSaving)} of a guarded call's: ` +
+        (switches ? 'switching pays' : `below ${percent(SWITCH_AT)}, keep pg`),
     );
   } finally {
     await admin.end();
