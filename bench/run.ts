@@ -26,6 +26,7 @@ import {
 import { measureCluster } from './cluster.js';
 import { measureScale } from './scale.js';
 import { longRuns, type StorageReport } from './storage.js';
+import { measureDrivers } from './driver.js';
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);
 const SCALE = Number(process.env.BENCH_SCALE ?? 1);
@@ -221,6 +222,7 @@ async function main(): Promise<void> {
       longRuns: await longRuns(fresh, Number(process.env.BENCH_LONG_RUNS ?? 3), progress),
       scale: await measureScale(fresh, progress),
       cluster: await measureCluster(fresh, progress),
+      driver: await measureDrivers(fresh, progress),
     };
     progress('importing the package, five times');
     const env = await environment(admin, importCost());

@@ -14,6 +14,7 @@ import { z } from 'zod';
 import { defineAgent, defineTool, external, openRuntime, openStore, scriptedModel } from '../src/index.js';
 import { median } from './measure.js';
 import { clusterMarkdown, type ClusterReport } from './cluster.js';
+import { driverMarkdown, type DriverReport } from './driver.js';
 import { scaleMarkdown, type ScaleResult } from './scale.js';
 
 export const STEPS = 200;
@@ -163,6 +164,8 @@ export interface StorageReport {
   readonly scale?: ScaleResult;
   /** Many workers: wake-up latency and cluster throughput (bench/cluster.ts). */
   readonly cluster?: ClusterReport;
+  /** The guarded call's statements through pg and through postgres.js (bench/driver.ts). */
+  readonly driver?: DriverReport;
 }
 
 const ms = (n: number): string => (n >= 100 ? String(Math.round(n)) : n.toFixed(2));
@@ -191,5 +194,6 @@ export function storageMarkdown(report: StorageReport): string[] {
   lines.push('');
   if (report.scale !== undefined) lines.push(...scaleMarkdown(report.scale));
   if (report.cluster !== undefined) lines.push(...clusterMarkdown(report.cluster));
+  if (report.driver !== undefined) lines.push(...driverMarkdown(report.driver));
   return lines;
 }

@@ -353,6 +353,29 @@ export function transitionsParams(requests: readonly TransitionRequest[]): unkno
   ];
 }
 
+/** TRANSITION's parameters: one outcome's, in the order of its `$n`. */
+export function transitionParams(request: TransitionRequest): unknown[] {
+  const columns = transitionColumns(request.to, request);
+  return [
+    request.tenantId,
+    request.idempotencyKey,
+    request.to,
+    columns.setResult,
+    encodeJson(columns.result),
+    columns.resultReference,
+    columns.setError,
+    encodeJson(columns.error),
+    settles(request.to),
+    request.actor.kind,
+    request.actor.id,
+    request.expect.status,
+    request.expect.version,
+    request.via,
+    request.reason,
+    encodeJson(request.detail ?? null),
+  ];
+}
+
 /** Appends an event to an existing record, taking its current status and attempt. */
 export const EVENT_ON_CURRENT = {
   postgres: `

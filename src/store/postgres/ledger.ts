@@ -1,7 +1,6 @@
 import type pg from 'pg';
 import { prepared } from './prepared.js';
 import {
-  settles,
   type Actor,
   type LedgerEvent,
   type RepeatScope,
@@ -15,7 +14,6 @@ import {
   lossKind,
   toEvent,
   toRecord,
-  transitionColumns,
   type EventRow,
   type ExecutionRow,
 } from '../rows.js';
@@ -52,6 +50,7 @@ import {
   TRANSITIONS,
   reserveOneParams,
   reserveParams,
+  transitionParams,
   transitionsParams,
 } from '../ledger-sql.js';
 
@@ -144,25 +143,10 @@ export class PostgresLedger implements LedgerStore {
 
   async transition(request: TransitionRequest): Promise<TransitionResult> {
     assertTransitionRequest(request);
-    const columns = transitionColumns(request.to, request);
-    const updated = await this.db.query<ExecutionRow>(prepared('oncely_transition', TRANSITION.postgres), [
-      request.tenantId,
-      request.idempotencyKey,
-      request.to,
-      columns.setResult,
-      encodeJson(columns.result),
-      columns.resultReference,
-      columns.setError,
-      encodeJson(columns.error),
-      settles(request.to),
-      request.actor.kind,
-      request.actor.id,
-      request.expect.status,
-      request.expect.version,
-      request.via,
-      request.reason,
-      encodeJson(request.detail ?? null),
-    ]);
+    const updated = await this.db.query<ExecutionRow>(
+      prepared('oncely_transition', TRANSITION.postgres),
+      transitionParams(request),
+    );
     const row = updated.rows[0];
     if (row !== undefined) return { applied: true, record: toRecord(row) };
     return this.missed(request);
