@@ -144,4 +144,20 @@ export const MUTANTS: readonly Mutant[] = [
       },
     ],
   },
+  {
+    name: 'guarded-inline-repeat',
+    bug: "a guarded call's reservation that checks its repeats itself (reserveUnlessRepeat) reserves whatever stands in its run or conversation, so a repeat of a credit that took effect goes out with no approval",
+    edits: [
+      {
+        file: 'src/store/ledger-sql.ts',
+        find: 'WHERE NOT EXISTS (SELECT 1 FROM earlier)',
+        replace: 'WHERE true',
+      },
+      {
+        file: 'src/store/sqlite/ledger.ts',
+        find: 'if (!earlier) return this.reserveOne(request, actor);',
+        replace: 'if (!earlier || true) return this.reserveOne(request, actor);',
+      },
+    ],
+  },
 ];

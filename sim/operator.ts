@@ -9,7 +9,8 @@ import { FOLLOW_UP, runIdOf, TENANT, WORKFLOW_RUN_ID, type Books } from './world
  * settles several together as the books say (one batch for those that took effect, one for those
  * that did not; each call its own compare-and-set), asks an unknown call's reconcile hook now,
  * forces `failed` on a call whose effect has not landed yet (a person who would not wait), compensates
- * a credit, approves or rejects a refund waiting for approval, retries a failed run, cancels one; and
+ * a credit, approves or rejects a call waiting for approval (a refund, or a repeat: a run's or a
+ * guarded caller's, which belongs to no run), approves a repeat waiting for approval, retries a failed run, cancels one; and
  * a user who writes again to a run that answered (and sends it twice, the first answer lost).
  */
 
@@ -142,6 +143,15 @@ export async function operatorAct(
           actorId: OPERATOR,
           reason: 'the order was never paid',
         });
+      return;
+    }
+    case 'approve-repeat': {
+      // A repeat waiting for approval (of a run's call, or a guarded call's, which belongs to no run).
+      const pending = await runtime.store.runs.listApprovals(TENANT, { statuses: ['pending'], limit: 20 });
+      const repeat = pending.find((a) => a.repeatOf !== null);
+      if (repeat === undefined) return say('approve-repeat: no repeat waits for approval');
+      say(`approve ${repeat.idempotencyKey}, a repeat of ${repeat.repeatOf}`);
+      await runtime.approve({ tenantId: TENANT, idempotencyKey: repeat.idempotencyKey, actorId: OPERATOR });
       return;
     }
     case 'send': {

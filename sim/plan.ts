@@ -74,6 +74,7 @@ export const OPERATOR_ACTIONS = [
   'send',
   'decide-retry',
   'decide-skip',
+  'approve-repeat',
 ] as const;
 export type OperatorAction = (typeof OPERATOR_ACTIONS)[number];
 
@@ -82,8 +83,44 @@ export interface OperatorStep {
   readonly action: OperatorAction;
 }
 
+/**
+ * One credit a guarded caller makes (`executeToolCall`, or `executeToolCalls` beside a read when
+ * `batch`): to one of two accounts, so that steps repeat one another (same arguments, a new tool
+ * call id); or the step before made again (`replay`: same tool call id, same key).
+ */
+export interface GuardedStep {
+  /** The account credited: 0 or 1. */
+  readonly account: number;
+  /** The same call as the step before (same tool call id, run, arguments and policy). */
+  readonly replay: boolean;
+  /** Its run id: `guard_0` or `guard_1` (no run of the runtime: a caller's own id). */
+  readonly run: number;
+  /** Made in the caller's one conversation (its repeats are guarded there, across its run ids). */
+  readonly inConversation: boolean;
+  readonly onRepeat: 'ask' | 'refuse' | 'allow';
+  /** The policy given as the tool's own `onRepeat`, or as the call's `CallOptions.onRepeat`. */
+  readonly via: 'tool' | 'options';
+  /** Made with `executeToolCalls`, together with a read (a batch: the gate reads before reserving). */
+  readonly batch: boolean;
+}
+
+/**
+ * A caller of guarded calls (what the AI SDK adapter and direct users call), living in one of the
+ * worker processes: it dies, freezes and is cut off with it, and when that process is restarted it
+ * makes its calls again from the first (same tool call ids). It makes its steps in order, then makes
+ * again, a few times, those that were not settled (unknown, waiting for an approval or for an
+ * earlier call, the store unreachable).
+ */
+export interface GuardedPlan {
+  readonly process: number;
+  readonly startMs: number;
+  readonly steps: readonly GuardedStep[];
+}
+
 export interface SchedulePlan {
   readonly runs: readonly RunPlan[];
+  /** A guarded caller beside the runs (absent: none). */
+  readonly guarded?: GuardedPlan;
   /**
    * A workflow run beside the runs: node `pay` (an agent that credits, then runs out of steps:
    * `recovery_policy: retry`, 3 attempts) and node `notify` after it.
@@ -143,30 +180,63 @@ const fault: fc.Arbitrary<Fault> = fc.oneof(
   }),
 );
 
-export const schedulePlan: fc.Arbitrary<SchedulePlan> = fc.record({
-  runs: fc.array(runPlan, { minLength: 1, maxLength: 3 }),
-  workflow: fc.boolean(),
-  sharedCredit: fc.boolean(),
-  behaviours: fc.record({
-    issue_credit: fc.array(fc.constantFrom(...BEHAVIOURS), { maxLength: 6 }),
-    send_email: fc.array(fc.constantFrom(...BEHAVIOURS), { maxLength: 6 }),
-    open_ticket: fc.array(fc.constantFrom(...BEHAVIOURS), { maxLength: 6 }),
-    issue_refund: fc.array(fc.constantFrom(...BEHAVIOURS), { maxLength: 4 }),
-  }),
-  hook: fc.array(fc.constantFrom(...HOOK_BEHAVIOURS), { maxLength: 4 }),
-  faults: fc.array(fault, { maxLength: 3 }),
-  restartAfterMs: fc.integer({ min: 0, max: 3_000 }),
-  operator: fc.array(
-    fc.record({
-      // Most operators act while the calls are young (in flight, just unknown); some much later.
-      atMs: fc.oneof(fc.nat({ max: 600 }), fc.nat({ max: 8_000 })),
-      action: fc.constantFrom(...OPERATOR_ACTIONS),
-    }),
-    { maxLength: 4 },
-  ),
-  choices: fc.array(fc.nat({ max: 1_000 }), { maxLength: 300 }),
-  randomSeed: fc.nat(),
+const guardedStep: fc.Arbitrary<GuardedStep> = fc.record({
+  account: fc.nat({ max: 1 }),
+  replay: fc.boolean(),
+  run: fc.nat({ max: 1 }),
+  inConversation: fc.boolean(),
+  onRepeat: fc.constantFrom('ask' as const, 'refuse' as const, 'allow' as const),
+  via: fc.constantFrom('tool' as const, 'options' as const),
+  batch: fc.boolean(),
 });
+
+const guardedPlan: fc.Arbitrary<GuardedPlan> = fc.record({
+  process: fc.constantFrom(...Array.from({ length: PROCESSES }, (_, i) => i)),
+  startMs: fc.nat({ max: 1_000 }),
+  steps: fc.array(guardedStep, { minLength: 1, maxLength: 4 }),
+});
+
+export const schedulePlan: fc.Arbitrary<SchedulePlan> = fc.record(
+  {
+    runs: fc.array(runPlan, { minLength: 1, maxLength: 3 }),
+    guarded: guardedPlan,
+    workflow: fc.boolean(),
+    sharedCredit: fc.boolean(),
+    behaviours: fc.record({
+      issue_credit: fc.array(fc.constantFrom(...BEHAVIOURS), { maxLength: 6 }),
+      send_email: fc.array(fc.constantFrom(...BEHAVIOURS), { maxLength: 6 }),
+      open_ticket: fc.array(fc.constantFrom(...BEHAVIOURS), { maxLength: 6 }),
+      issue_refund: fc.array(fc.constantFrom(...BEHAVIOURS), { maxLength: 4 }),
+    }),
+    hook: fc.array(fc.constantFrom(...HOOK_BEHAVIOURS), { maxLength: 4 }),
+    faults: fc.array(fault, { maxLength: 3 }),
+    restartAfterMs: fc.integer({ min: 0, max: 3_000 }),
+    operator: fc.array(
+      fc.record({
+        // Most operators act while the calls are young (in flight, just unknown); some much later.
+        atMs: fc.oneof(fc.nat({ max: 600 }), fc.nat({ max: 8_000 })),
+        action: fc.constantFrom(...OPERATOR_ACTIONS),
+      }),
+      { maxLength: 4 },
+    ),
+    choices: fc.array(fc.nat({ max: 1_000 }), { maxLength: 300 }),
+    randomSeed: fc.nat(),
+  },
+  {
+    requiredKeys: [
+      'runs',
+      'workflow',
+      'sharedCredit',
+      'behaviours',
+      'hook',
+      'faults',
+      'restartAfterMs',
+      'operator',
+      'choices',
+      'randomSeed',
+    ],
+  },
+);
 
 /**
  * A plan written before the world grew (sim/regressions.json keeps plans as they shrank): what a

@@ -10,6 +10,7 @@ import { openStore, type Store } from '../src/store/index.js';
 import { startWorker } from '../src/worker/index.js';
 import { seedRandomness } from './determinism.js';
 import { checkInvariants } from './invariants.js';
+import { runGuardedCaller } from './guarded.js';
 import { operatorAct } from './operator.js';
 import { PROCESSES, type Fault, type SchedulePlan } from './plan.js';
 import { ProcessClock, WorldClock } from './virtual-clock.js';
@@ -110,6 +111,8 @@ export class Schedule {
   /** Restarts under way that open a store with real I/O: waited for before the next choice. */
   readonly #starting: Promise<void>[] = [];
   readonly #stores: SimStores;
+  /** The guarded caller has made all it will (or there is none): the world may be quiet. */
+  #guardDone: boolean;
 
   /** `stores`: a kept ledger and its stores, or the path of a fresh copy of the template. */
   constructor(
@@ -119,6 +122,7 @@ export class Schedule {
     this.#stores = typeof stores === 'string' ? new SqliteFile(stores) : stores;
     this.#clock = new WorldClock(START_MS, (owner) => this.#runnable(owner));
     this.world = new World(plan, this.#clock, { note: (what) => this.note(what) });
+    this.#guardDone = plan.guarded === undefined;
   }
 
   note(what: string): void {
@@ -228,7 +232,39 @@ export class Schedule {
       );
     }
     this.note(`${p.name} starts`);
+    if (worker && this.plan.guarded?.process === index) this.#armGuarded(p, this.plan.guarded);
     return p;
+  }
+
+  /**
+   * The guarded caller, in its process: from the plan's start (or at once, in a process started
+   * again), making its calls again from the first. It dies with its process (its timer is dropped,
+   * its store calls never return).
+   */
+  #armGuarded(p: SimProcess, plan: NonNullable<SchedulePlan['guarded']>): void {
+    const runtime = p.runtime!;
+    const delay = Math.max(0, START_MS + plan.startMs - this.#clock.now());
+    this.#guardDone = false;
+    this.#clock.add(
+      p.name,
+      () => {
+        this.note(`${p.name}: the guarded caller starts`);
+        void currentProcess
+          .run({ name: p.name, alive: () => p.alive }, () =>
+            runGuardedCaller(plan, this.world, runtime.ledger, (what) => this.note(what)),
+          )
+          .then(
+            () => {
+              if (p.alive) this.#guardDone = true;
+            },
+            (error: unknown) => {
+              this.note(`${p.name}: the guarded caller stopped: ${String(error)}`);
+              if (p.alive) this.#guardDone = true;
+            },
+          );
+      },
+      delay,
+    );
   }
 
   /** Whether the plan cuts this process off from the store now. */
@@ -416,7 +452,7 @@ export class Schedule {
   }
 
   async #quiet(observer: Store): Promise<boolean> {
-    if (this.world.books.onWire > 0) return false;
+    if (this.world.books.onWire > 0 || !this.#guardDone) return false;
     if (this.#processes.some((p) => p.index >= 0 && (p.frozen || !p.alive) && !this.#restarted(p)))
       return false;
     const now = this.#clock.now() - START_MS;

@@ -45,6 +45,8 @@ export interface Attempt {
   readonly process: string;
   /** The lease epoch of the driver that sent it (`ctx.fencingToken`). */
   readonly epoch: number | undefined;
+  /** The key's attempt it belongs to (`ctx.attempt`): 1, or more once its key was re-opened. */
+  readonly attempt: number;
   readonly atMs: number;
   /** When a success answer reached the tool (not aborted before): the process knew it took effect. */
   answeredOkAtMs?: number;
@@ -133,6 +135,7 @@ export class World {
       runId: ctx.runId,
       process: sender?.name ?? '?',
       epoch: ctx.fencingToken,
+      attempt: ctx.attempt,
       atMs: this.clock.now(),
     };
     this.books.attempts.push(attempt);
@@ -286,8 +289,9 @@ export class World {
     }
   }
 
-  tools(): Tool[] {
-    const credit = defineTool({
+  /** The billing service's credit; `onRepeat`: the tool's own repeat policy (a guarded caller's). */
+  creditTool(onRepeat?: 'ask' | 'refuse' | 'allow'): Tool {
+    return defineTool({
       name: 'issue_credit',
       description: 'Credit an account',
       input: z.object({ accountId: z.string(), amountCents: z.number() }),
@@ -295,10 +299,15 @@ export class World {
       timeoutMs: TOOL_TIMEOUT_MS,
       concurrency: CREDIT_CONCURRENCY,
       ...(this.plan.sharedCredit ? { repeatWindowMs: REPEAT_WINDOW_MS } : {}),
+      ...(onRepeat === undefined ? {} : { onRepeat }),
       execute: (_args, ctx) => this.request('issue_credit', ctx),
       reconcile: (record) => this.reconcileCredit(record.idempotencyKey),
       compensate: (record) => this.undoCredit(record.idempotencyKey),
     });
+  }
+
+  tools(): Tool[] {
+    const credit = this.creditTool();
     const email = defineTool({
       name: 'send_email',
       description: 'Send an email',

@@ -17,7 +17,7 @@ import { createTestDatabase } from '../support/databases.js';
  * pick either.)
  */
 
-/** Six schedules of one seed that between them kill before and after a call, at a crash point, freeze, and hold a workflow and an operator. */
+/** Seven schedules of one seed that between them kill before and after a call, at a crash point, freeze, and hold a workflow, an operator and a guarded caller's repeats. */
 function chosenPlans(): SchedulePlan[] {
   const plans = fc.sample(schedulePlan, { seed: 11, numRuns: 200 });
   const wanted: ((p: SchedulePlan) => boolean)[] = [
@@ -27,6 +27,11 @@ function chosenPlans(): SchedulePlan[] {
     (p) => p.faults.some((f) => f.kind === 'freeze'),
     (p) => p.workflow && p.operator.length > 0,
     (p) => p.runs.length === 3,
+    // Guarded calls that repeat one another in one scope, one on its own (its reservation checks the repeat).
+    (p) =>
+      p.guarded !== undefined &&
+      p.guarded.steps.filter((s) => !s.batch && s.onRepeat !== 'allow' && s.account === 0 && !s.replay)
+        .length >= 2,
   ];
   return wanted.map((test) => {
     const plan = plans.find(test);
