@@ -260,9 +260,11 @@ describe.each(['postgres', 'sqlite'] as const)('the counts behind /metrics on %s
         ]) {
       await db.query(sql);
     }
-    await db.query(`DELETE FROM schema_migrations WHERE version = ${Number(v)}`);
+    // The counts' migration (PostgreSQL 0017, SQLite 0015) and any after it are applied again.
+    const counts = dialect === 'postgres' ? 17 : 15;
+    await db.query(`DELETE FROM schema_migrations WHERE version >= ${counts}`);
     await writer(store, 0, 2);
-    expect((await store.migrate()).applied).toHaveLength(1);
+    expect((await store.migrate()).applied).toHaveLength(Number(v) - counts + 1);
     const { kept, counted } = await countsAndRows(store, db);
     expect(counted.calls.length).toBeGreaterThanOrEqual(5);
     expect(kept).toEqual(counted);
