@@ -8,6 +8,8 @@ import { UNKNOWN_PREDICATE } from './rows.js';
  * compensation, which no run drives) only when no live lease holds the run. The status test is
  * written as the partial index `tool_executions_unknown` is, and the deadline as the index has it
  * (schema 0008), so a page is a range of the index that ends at the first deadline not yet passed.
+ * SQLite has only `tool_executions_unknown_all` (schema 0016): a tenant's page is a range of it with
+ * the tenant fixed, so its order and cursor name the tenant between the deadline and the key.
  */
 
 /** What differs between the dialects: the deadline expression, the bound on it, and the time now. */
@@ -52,8 +54,8 @@ SELECT t.* ${unknownFrom('sqlite', '')}
   AND t.tenant_id = @tenantId
   AND (@runId IS NULL OR t.run_id = @runId)
   AND (@toolName IS NULL OR t.tool_name = @toolName)
-  AND (@afterAt IS NULL OR (${DIALECT.sqlite.deadline}, t.idempotency_key) > (@afterAt, @afterKey))
-ORDER BY ${DIALECT.sqlite.deadline}, t.idempotency_key LIMIT @limit`,
+  AND (@afterAt IS NULL OR (${DIALECT.sqlite.deadline}, t.tenant_id, t.idempotency_key) > (@afterAt, @tenantId, @afterKey))
+ORDER BY ${DIALECT.sqlite.deadline}, t.tenant_id, t.idempotency_key LIMIT @limit`,
 } as const;
 
 /**

@@ -222,8 +222,8 @@ export function ignoredDetail(request: TransitionRequest, ignored: boolean): unk
 }
 
 /**
- * The unknown statuses written out literally, exactly as the partial index `tool_executions_unknown`
- * is defined in both dialects' migrations, so the planner can use that index.
+ * The unknown statuses written out literally, exactly as the partial indexes `tool_executions_unknown`
+ * and `tool_executions_unknown_all` are defined in the dialects' migrations, so the planner can use them.
  */
 export const UNKNOWN_PREDICATE = `status IN (${UNKNOWN_STATUSES.map((s) => `'${s}'`).join(', ')})`;
 

@@ -6,7 +6,7 @@ import pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
 import { isOncelyError } from '../../src/errors/index.js';
 import { openStore, type Store } from '../../src/store/index.js';
-import { SqliteStore } from '../../src/store/sqlite/index.js';
+import { FILE_CHECK_MS, SqliteStore } from '../../src/store/sqlite/index.js';
 import { asStoreError } from '../../src/store/sqlite/sqlite-errors.js';
 import { startWorker } from '../../src/worker/index.js';
 import { errorResponse } from '../../src/api/http-errors.js';
@@ -211,6 +211,32 @@ describe('store faults, answered honestly', () => {
     writeFileSync(file.path, Buffer.from(new Database(other.path).serialize()));
     await expect(store.probe()).rejects.toMatchObject({ code: 'STORE_FILE_REPLACED' });
     await expect(store.runs.get(TENANT, 'run_1')).rejects.toMatchObject({ code: 'STORE_FILE_REPLACED' });
+  });
+
+  it('SQLite: a file replaced under a running store is seen by the first operation a second after the last check, with no probe, and refused from then on', async () => {
+    const file = tempSqlitePath('replaced_timed');
+    cleanups.push(() => file.cleanup());
+    const store = await openStore(`sqlite:${file.path}`);
+    cleanups.push(() => store.close());
+    await store.runs.create(newRun('run_before'));
+    const other = tempSqlitePath('replacement_timed');
+    cleanups.push(() => other.cleanup());
+    await (await openStore(`sqlite:${other.path}`)).close();
+    for (const suffix of ['', '-wal', '-shm']) rmSync(`${file.path}${suffix}`, { force: true });
+    writeFileSync(file.path, Buffer.from(new Database(other.path).serialize()));
+
+    await sleep(FILE_CHECK_MS + 500);
+    await expect(store.runs.create(newRun('run_after'))).rejects.toMatchObject({
+      code: 'STORE_FILE_REPLACED',
+    });
+    await expect(store.runs.get(TENANT, 'run_before')).rejects.toMatchObject({ code: 'STORE_FILE_REPLACED' });
+    // Nothing reached the file now at the path.
+    const there = new Database(file.path, { readonly: true });
+    try {
+      expect(there.prepare('SELECT COUNT(*) AS n FROM runs').get()).toEqual({ n: 0 });
+    } finally {
+      there.close();
+    }
   });
 
   it('SQLite: a schema migrated past this code under a running store refuses writes with SCHEMA_TOO_NEW', async () => {

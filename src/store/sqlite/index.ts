@@ -1,1 +1,1 @@
-export { SqliteStore } from './sqlite-store.js';
+export { FILE_CHECK_MS, SqliteStore } from './sqlite-store.js';

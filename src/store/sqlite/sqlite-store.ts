@@ -36,6 +36,12 @@ import { isoNow, realClock, type Clock } from '../../util/clock.js';
 /** How long a write waits for another process's write lock (without blocking this process). */
 export const DEFAULT_LOCK_WAIT_MS = 15_000;
 
+/**
+ * How often a running store looks whether the path still names the file it opened (a `stat`): at the
+ * first operation this long after the last look. Readiness and any failed statement look at once.
+ */
+export const FILE_CHECK_MS = 1_000;
+
 export interface SqliteStoreOptions {
   /**
    * Create the file (and its folder) when it is missing; default true. `false` refuses a missing
@@ -68,9 +74,16 @@ interface FileIdentity {
  * whose lock another process holds is tried again after a pause, up to `lockWaitMs`, while the
  * event loop goes on (health checks, lease renewals, other requests).
  *
- * Every operation first checks the file at the path is still the one opened (a deleted or replaced
- * file would otherwise go on answering from the unlinked inode, and a restart would start an empty
- * ledger): from then on the store refuses everything with `STORE_FILE_REPLACED`.
+ * The store checks the path still names the file it opened (a deleted or replaced file would
+ * otherwise go on answering from the unlinked inode, and a restart would start an empty ledger): at
+ * the first operation FILE_CHECK_MS or more after the last check, at every readiness probe, and
+ * whenever a statement fails. From the check that sees it on, the store refuses everything with
+ * `STORE_FILE_REPLACED`. The window this leaves: operations in the FILE_CHECK_MS after a check still
+ * land in a file unlinked meanwhile, and are lost with it as everything else it held (a `stat`
+ * before every operation closed that window, at a cost paid on every call).
+ *
+ * Every write transaction also reads the schema cookie under the write lock (one prepared statement):
+ * a schema another process migrated past this code's refuses the write with `SCHEMA_TOO_NEW`.
  */
 export class SqliteStore implements Store {
   readonly dialect = 'sqlite' as const;
@@ -89,6 +102,12 @@ export class SqliteStore implements Store {
   /** The schema cookie last seen under the write lock; a change means someone migrated. */
   private schemaCookie: number | undefined;
   private replaced: OncelyError | undefined;
+  /** When (by the clock) the file was last checked. */
+  private fileCheckedAt: number;
+  private readonly begins: Database.Statement;
+  private readonly commits: Database.Statement;
+  private readonly rollbacks: Database.Statement;
+  private readonly cookie: Database.Statement<[], { schema_version: number }>;
 
   private constructor(
     private readonly path: string,
@@ -119,6 +138,12 @@ export class SqliteStore implements Store {
       new SqliteToolSlots(reader, clock),
     );
     this.monitor = this.route('monitor', new SqliteMonitor(writer, clock), new SqliteMonitor(reader, clock));
+    // Prepared once: `exec` and `pragma` compile their text again on every call.
+    this.begins = writer.prepare('BEGIN IMMEDIATE');
+    this.commits = writer.prepare('COMMIT');
+    this.rollbacks = writer.prepare('ROLLBACK');
+    this.cookie = writer.prepare('PRAGMA schema_version');
+    this.fileCheckedAt = clock.now();
   }
 
   static async open(path: string, options: SqliteStoreOptions = {}): Promise<SqliteStore> {
@@ -198,8 +223,9 @@ export class SqliteStore implements Store {
     return this.read(() => Promise.resolve(schemaStateOf(appliedVersion(this.reader), latest)));
   }
 
-  /** Readiness: the file is the one opened, and the write lock can be had (then let go at once). */
+  /** Readiness: the file is the one opened (looked at now), and the write lock can be had (then let go at once). */
   probe(): Promise<void> {
+    this.checkFile();
     return this.write(() => Promise.resolve());
   }
 
@@ -245,11 +271,11 @@ export class SqliteStore implements Store {
       await this.begin();
       try {
         const value = await fn();
-        this.writer.exec('COMMIT');
+        this.commits.run();
         return value;
       } catch (error) {
-        if (this.writer.inTransaction) this.writer.exec('ROLLBACK');
-        throw asStoreError(error, this.path);
+        if (this.writer.inTransaction) this.rollbacks.run();
+        throw this.failure(error);
       }
     });
   }
@@ -260,7 +286,7 @@ export class SqliteStore implements Store {
     try {
       return await untilFree(this.clock, this.path, this.clock.now() + this.lockWaitMs, this.lockWaitMs, fn);
     } catch (error) {
-      throw asStoreError(error, this.path);
+      throw this.failure(error);
     }
   }
 
@@ -268,22 +294,22 @@ export class SqliteStore implements Store {
     this.assertFileIntact();
     try {
       await untilFree(this.clock, this.path, this.clock.now() + this.lockWaitMs, this.lockWaitMs, () =>
-        this.writer.exec('BEGIN IMMEDIATE'),
+        this.begins.run(),
       );
     } catch (error) {
-      throw asStoreError(error, this.path);
+      throw this.failure(error);
     }
     try {
       this.assertSchemaKnown();
     } catch (error) {
-      this.writer.exec('ROLLBACK');
+      this.rollbacks.run();
       throw error;
     }
   }
 
   /** Under the write lock: a schema someone migrated past this code's refuses the write. */
   private assertSchemaKnown(): void {
-    const cookie = this.writer.pragma('schema_version', { simple: true }) as number;
+    const cookie = this.cookie.get()?.schema_version;
     if (cookie === this.schemaCookie) return;
     const version = appliedVersion(this.writer);
     const latest = latestVersion(loadMigrations('sqlite'));
@@ -291,13 +317,33 @@ export class SqliteStore implements Store {
     this.schemaCookie = cookie;
   }
 
+  /** Refuses once the file is known replaced; looks again when FILE_CHECK_MS have passed since the last look. */
   private assertFileIntact(): void {
+    if (this.replaced === undefined) {
+      const since = this.clock.now() - this.fileCheckedAt;
+      // A clock that went back (the simulator's, handed to another process) looks again too.
+      if (since >= FILE_CHECK_MS || since < 0) this.checkFile();
+    }
     if (this.replaced !== undefined) throw this.replaced;
-    if (this.identity === undefined) return;
+  }
+
+  /** Looks whether the path still names the file opened; once it does not, the store refuses everything. */
+  private checkFile(): void {
+    if (this.replaced !== undefined || this.identity === undefined) return;
+    this.fileCheckedAt = this.clock.now();
     const now = fileIdentity(this.path);
     if (now?.dev === this.identity.dev && now.ino === this.identity.ino) return;
     this.replaced = replacedError(this.path, now === undefined ? 'deleted' : 'replaced');
-    throw this.replaced;
+  }
+
+  /**
+   * What a failed operation throws: `STORE_FILE_REPLACED` when the file is no longer the one opened
+   * (looked at now: a deleted file is a likely cause of a failing statement), else the store's error.
+   */
+  private failure(error: unknown): unknown {
+    if (error instanceof OncelyError) return error;
+    this.checkFile();
+    return this.replaced ?? asStoreError(error, this.path);
   }
 
   private exclusive<T>(fn: () => Promise<T>): Promise<T> {
