@@ -336,11 +336,6 @@ async function repeatProblems(
     const approval = approvals.get(key);
     return approval?.repeatOf != null && (approval.status === 'approved' || approval.status === 'consumed');
   };
-  // KNOWN GAP, excused until the code checks it: a guarded call whose key is `failed` and is made
-  // again is re-opened and run without a repeat check (the gate reads no key that has a record;
-  // the run loop checks a re-opened call's repeats, src/runs/plan-step.ts), so it may repeat an
-  // identical call of its scope that took effect meanwhile. Its first attempt is checked in full.
-  const reopenedGuarded = (r: ToolExecutionRecord): boolean => guarded.has(r.idempotencyKey) && r.attempt > 1;
   const groups = new Map<string, ToolExecutionRecord[]>();
   for (const r of records) {
     if (policyOf(r) === undefined || r.compensationOf !== null || r.effect === 'read') continue;
@@ -354,7 +349,7 @@ async function repeatProblems(
     const [first, ...later] = [...group].sort((a, b) => reservedAt(a) - reservedAt(b));
     for (const r of later) {
       const policy = policyOf(r) ?? 'allow';
-      if (policy === 'allow' || excused(first!.idempotencyKey) || reopenedGuarded(r)) continue;
+      if (policy === 'allow' || excused(first!.idempotencyKey)) continue;
       if (!approvedRepeat(r.idempotencyKey)) {
         v.push(
           `${r.idempotencyKey} repeats ${first!.idempotencyKey} (one tool, one identity, both took effect) without an operator's approval, under on_repeat ${policy}`,
@@ -376,8 +371,6 @@ async function repeatProblems(
     const r = byKey.get(a.key);
     const policy = guarded.get(a.key);
     if (r === undefined || policy === undefined || policy === 'allow' || sent.has(a.key)) continue;
-    // The known gap above: only a key's first attempt (its first reservation) is checked.
-    if (a.attempt > 1) continue;
     if (approvedRepeat(a.key)) continue;
     const stood = records.find((e) => {
       if (e.idempotencyKey === a.key || e.compensationOf !== null || identityOf(e) !== identityOf(r))

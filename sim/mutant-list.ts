@@ -160,4 +160,15 @@ export const MUTANTS: readonly Mutant[] = [
       },
     ],
   },
+  {
+    name: 'guarded-reopen-unchecked',
+    bug: 'a guarded call whose key failed (its hook found it not taken) is made again and re-opened without a repeat check, after an identical call of its run took effect: a second credit nobody approved',
+    edits: [
+      {
+        file: 'src/calls/execute-tool-call.ts',
+        find: "if (options.caller === 'guarded') await assertReopenRepeatsNothing(",
+        replace: "if (options.caller === 'guarded' && false) await assertReopenRepeatsNothing(",
+      },
+    ],
+  },
 ];

@@ -114,6 +114,53 @@ export function inlineRepeatScope(
     : { kind: 'conversation', conversationId: request.conversationId };
 }
 
+/**
+ * A guarded call whose key is `failed` (its hook found it not taken) is made again and re-opened
+ * under its key; as the run loop does, it is not re-opened when an identical call of its scope took
+ * effect meanwhile or may have (a second effect), unless its approval was given as a repeat or its
+ * policy is `allow`. Throws `TOOL_CALL_REPEAT`: refused while that call stands, waiting while its
+ * outcome is unknown. Nothing is written.
+ */
+export async function assertReopenRepeatsNothing(
+  ledger: Ledger,
+  call: PreparedCall,
+  onRepeat: RepeatPolicy | undefined,
+): Promise<void> {
+  const { tool, request } = call;
+  const policyOf = (c: PreparedCall): RepeatPolicy =>
+    c.tool.effect.kind === 'read' ? 'allow' : (onRepeat ?? c.tool.onRepeat ?? DEFAULT_REPEAT_POLICY);
+  if (request.repeatDigest == null || policyOf(call) === 'allow') return;
+  const approval = await ledger.store.runs.getApproval(request.tenantId, request.idempotencyKey);
+  if (approval?.repeatOf != null) return;
+  const repeats = await findRepeats(
+    {
+      ledger,
+      tenantId: request.tenantId,
+      scopeOf: (c) =>
+        c.request.conversationId == null
+          ? { kind: 'run', runId: c.request.runId }
+          : { kind: 'conversation', conversationId: c.request.conversationId },
+      policyOf,
+    },
+    [call],
+  );
+  const repeat = repeats.of(call);
+  if (repeat === undefined) return;
+  const key = request.idempotencyKey;
+  const details = { key, repeatOf: repeat.earlierKey, waiting: repeat.state === 'unknown', reopen: true };
+  throw new OncelyError(
+    'TOOL_CALL_REPEAT',
+    repeat.state === 'unknown'
+      ? `tool call ${key} (${tool.name}) failed and would be run again, but an identical call, ${repeat.earlierKey}, ` +
+          'has an outcome not known yet; nothing was run. Make the same call again once that call is settled: ' +
+          'it is then treated by what that call came to'
+      : `tool call ${key} (${tool.name}) failed and was not run again: an identical call, ${repeat.earlierKey}, ` +
+          'took effect since, so running it would be a second effect. Nothing was changed; an operator can make ' +
+          'a second one',
+    { details },
+  );
+}
+
 /** Nothing to consume or check again: the gate had nothing to say. */
 export const NOT_GATED: Gated = { consume: [], windowed: [] };
 

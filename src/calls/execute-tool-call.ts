@@ -2,7 +2,13 @@ import { setMaxListeners } from 'node:events';
 import { crashPoint, unsafeSwitch } from '../crash/index.js';
 import { landsUntil, type RepeatPolicy, type ToolExecutionRecord } from '../ledger/index.js';
 import type { ReserveRequest, ReserveResult, TransitionRequest, TransitionResult } from '../store/index.js';
-import { NOT_GATED, approvalsToConsume, consumeApproval, inlineRepeatScope } from './approvals.js';
+import {
+  NOT_GATED,
+  approvalsToConsume,
+  assertReopenRepeatsNothing,
+  consumeApproval,
+  inlineRepeatScope,
+} from './approvals.js';
 import type { Tool } from '../tools/index.js';
 import { runAttempts, type AttemptOutcome } from './attempt.js';
 import type { CallProgress } from './call-progress.js';
@@ -401,6 +407,8 @@ async function proceed(
     }
     case 'reopen': {
       if (round > MAX_ROUNDS) return settled(outcomeOfRecord(record));
+      // The run loop checked its calls' repeats as it planned the step (plan-step.ts).
+      if (options.caller === 'guarded') await assertReopenRepeatsNothing(ledger, call, options.onRepeat);
       const [reopened] = await options.reserve([{ ...call.request, reopenVersion: record.version }]);
       if (reopened?.kind === 'existing' && reopened.record.version === record.version) {
         return settled(outcomeOfRecord(reopened.record));

@@ -108,6 +108,55 @@ describe.each(STORE_KINDS)('repeats of guarded calls on %s', (kind) => {
     expect(await store.ledger.get(TENANT, `${runId}:c2`)).toBeUndefined();
   });
 
+  it('does not re-open a failed call once an identical call of its run took effect meanwhile', async () => {
+    const ran: string[] = [];
+    const runId = run();
+    const args = account();
+    let first = true;
+    const credit = defineTool({
+      name: 'issue_credit',
+      description: 'Credit an account',
+      input: z.object({ accountId: z.string(), amountCents: z.number().int() }),
+      effect: external(),
+      timeoutMs: 50,
+      execute: (a, ctx: ToolContext) => {
+        ran.push(ctx.idempotencyKey);
+        if (first) {
+          first = false;
+          throw new Error('connection reset after the request was sent');
+        }
+        return { receipt: `rcpt_${ctx.toolCallId}`, ...a };
+      },
+    });
+    const g0 = { tenantId: TENANT, runId, toolCallId: 'g0' };
+    expect((await executeToolCall(ledger, credit, args, g0)).status).toBe('unknown');
+    // Its reconcile hook (the sweep's) finds it not taken: failed, and so no earlier call of a repeat.
+    const key = `${runId}:g0`;
+    const unknown = (await store.ledger.get(TENANT, key))!;
+    const failed = await store.ledger.transition({
+      tenantId: TENANT,
+      idempotencyKey: key,
+      via: 'reconcile',
+      to: 'failed',
+      expect: { status: unknown.status, version: unknown.version },
+      actor: { kind: 'reconcile', id: 'sweep' },
+      reason: 'the service has no such credit',
+      recordIgnored: false,
+    });
+    expect(failed.applied).toBe(true);
+    // The same credit under a new call goes out (nothing stood), and completes.
+    expect((await executeToolCall(ledger, credit, args, { ...g0, toolCallId: 'g1' })).status).toBe(
+      'completed',
+    );
+    await new Promise((resolve) => setTimeout(resolve, 60)); // g0's attempt can no longer land
+    // g0 made again: re-opening it would be a second credit.
+    const refused = await refusal(() => executeToolCall(ledger, credit, args, g0));
+    expect(refused.code).toBe('TOOL_CALL_REPEAT');
+    expect(refused.details).toMatchObject({ key, repeatOf: `${runId}:g1`, waiting: false });
+    expect(ran).toEqual([key, `${runId}:g1`]);
+    expect(await store.ledger.get(TENANT, key)).toMatchObject({ status: 'failed', attempt: 1 });
+  });
+
   it('asks by default: the same credit again in the run is refused until approved, then runs once', async () => {
     const ran: string[] = [];
     const credit = creditTool(ran);
