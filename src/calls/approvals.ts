@@ -29,8 +29,7 @@ export async function approvalsToConsume(
   prepared: readonly PreparedCall[],
   onRepeat?: RepeatPolicy,
 ): Promise<Gated> {
-  const policyOf = (call: PreparedCall): RepeatPolicy =>
-    call.tool.effect.kind === 'read' ? 'allow' : (onRepeat ?? call.tool.onRepeat ?? DEFAULT_REPEAT_POLICY);
+  const policyOf = guardedPolicy(onRepeat);
   const needing = prepared.filter((p) => p.tool.effect.approval || policyOf(p) !== 'allow');
   if (needing.length === 0) return { consume: [], windowed: [] };
   const tenantId = needing[0]!.request.tenantId;
@@ -43,10 +42,7 @@ export async function approvalsToConsume(
     {
       ledger,
       tenantId,
-      scopeOf: (call) =>
-        call.request.conversationId == null
-          ? { kind: 'run', runId: call.request.runId }
-          : { kind: 'conversation', conversationId: call.request.conversationId },
+      scopeOf: guardedScope,
       policyOf,
     },
     needing,
@@ -107,11 +103,8 @@ export function inlineRepeatScope(
   const { tool, request } = call;
   if (tool.effect.kind === 'read' || tool.effect.approval || tool.repeatWindowMs !== undefined)
     return undefined;
-  if ((onRepeat ?? tool.onRepeat ?? DEFAULT_REPEAT_POLICY) === 'allow' || request.repeatDigest == null)
-    return undefined;
-  return request.conversationId == null
-    ? { kind: 'run', runId: request.runId }
-    : { kind: 'conversation', conversationId: request.conversationId };
+  if (guardedPolicy(onRepeat)(call) === 'allow' || request.repeatDigest == null) return undefined;
+  return guardedScope(call);
 }
 
 /**
@@ -127,8 +120,7 @@ export async function assertReopenRepeatsNothing(
   onRepeat: RepeatPolicy | undefined,
 ): Promise<void> {
   const { tool, request } = call;
-  const policyOf = (c: PreparedCall): RepeatPolicy =>
-    c.tool.effect.kind === 'read' ? 'allow' : (onRepeat ?? c.tool.onRepeat ?? DEFAULT_REPEAT_POLICY);
+  const policyOf = guardedPolicy(onRepeat);
   if (request.repeatDigest == null || policyOf(call) === 'allow') return;
   const approval = await ledger.store.runs.getApproval(request.tenantId, request.idempotencyKey);
   if (approval?.repeatOf != null) return;
@@ -136,10 +128,7 @@ export async function assertReopenRepeatsNothing(
     {
       ledger,
       tenantId: request.tenantId,
-      scopeOf: (c) =>
-        c.request.conversationId == null
-          ? { kind: 'run', runId: c.request.runId }
-          : { kind: 'conversation', conversationId: c.request.conversationId },
+      scopeOf: guardedScope,
       policyOf,
     },
     [call],
@@ -163,6 +152,18 @@ export async function assertReopenRepeatsNothing(
 
 /** Nothing to consume or check again: the gate had nothing to say. */
 export const NOT_GATED: Gated = { consume: [], windowed: [] };
+
+/** A guarded call's repeat policy: the call's option, else its tool's, else `ask`; a read's is `allow`. */
+function guardedPolicy(onRepeat: RepeatPolicy | undefined): (call: PreparedCall) => RepeatPolicy {
+  return (call) =>
+    call.tool.effect.kind === 'read' ? 'allow' : (onRepeat ?? call.tool.onRepeat ?? DEFAULT_REPEAT_POLICY);
+}
+
+/** A guarded call's repeat scope: its conversation when its caller named one, else its run. */
+function guardedScope(call: PreparedCall): InlineRepeatScope {
+  const { conversationId, runId } = call.request;
+  return conversationId == null ? { kind: 'run', runId } : { kind: 'conversation', conversationId };
+}
 
 /** What may go ahead: the calls whose approval the reservation consumes, and the windowed calls to check again. */
 export interface Gated {

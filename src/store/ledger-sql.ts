@@ -33,6 +33,9 @@ export const [REOPENABLE] = RESERVABLE_STATUSES;
  */
 const CLOCK = 'clock AS (SELECT oncely_now() AS at)';
 
+/** An earlier call of a repeat took effect or may have: all but a `failed` one with no conflict. */
+const TOOK_EFFECT_OR_MAY = "NOT (status = 'failed' AND conflict_at IS NULL)";
+
 /**
  * All calls of one model response in one statement: insert each new key as `started` and leave every
  * existing record alone (the caller reads it and asks the decision table). The rows it returns are
@@ -103,46 +106,36 @@ RETURNING *`,
 
 /**
  * RESERVE for one call (a guarded call's): the same insert, event and answer, over the call's own
- * values instead of arrays of one, which the server plans and runs for less.
+ * values instead of arrays of one, which the server plans and runs for less. With `repeatScope` (a
+ * condition on `$15`), the call's repeat check in the same statement (`reserveUnlessRepeat`): the
+ * record is inserted only where no other call of its scope with its repeat digest took effect or
+ * may have (REPEATS' rule; one descent of the repeats index). No row back then: an earlier call
+ * stands and this key has none (or a record of this key committed after the statement began; the
+ * caller's careful path reads both again).
  */
-export const RESERVE_ONE = {
-  postgres: `
-WITH ${CLOCK}, up AS (
-  INSERT INTO tool_executions AS t (tenant_id, idempotency_key, run_id, tool_call_id, tool_name, effect,
-    args, args_digest, status, attempt, version, compensation_of, attempt_timeout_ms, created_at, updated_at,
-    attempt_started_at, repeat_digest, conversation_id)
-  VALUES ($9, $1, $2, $3, $4, $5, $6::jsonb, $7, 'started', 1, 1, $8, $12::integer,
-    (SELECT at FROM clock), (SELECT at FROM clock), (SELECT at FROM clock), $13, $14)
-  ON CONFLICT (tenant_id, idempotency_key) DO NOTHING
-  RETURNING t.*
-), ${reservedEvents('$10', '$11')}
-SELECT true AS mine, up.* FROM up
-UNION ALL
-SELECT false AS mine, t.* FROM tool_executions t
-WHERE t.tenant_id = $9 AND t.idempotency_key = $1 AND NOT EXISTS (SELECT 1 FROM up)`,
-} as const;
-
-/**
- * RESERVE_ONE with the call's repeat check in the same statement (a guarded call's, `reserveUnlessRepeat`):
- * the record is inserted only where no other call of its scope with its repeat digest took effect or
- * may have (REPEATS' rule; one descent of the repeats index). No row back: an earlier call stands and
- * this key has none (or a record of this key committed after the statement began; the caller's
- * careful path reads both again). The scope's value is `$15`.
- */
-function reserveOneUnless(scope: string): string {
+function reserveOne(repeatScope?: string): string {
+  const values = `$9, $1, $2, $3, $4, $5, $6::jsonb, $7, 'started', 1, 1, $8, $12::integer,
+    (SELECT at FROM clock), (SELECT at FROM clock), (SELECT at FROM clock), $13, $14`;
   return `
-WITH ${CLOCK}, earlier AS (
+WITH ${CLOCK}, ${
+    repeatScope === undefined
+      ? ''
+      : `earlier AS (
   SELECT 1 FROM tool_executions
-  WHERE tenant_id = $9 AND repeat_digest = $13 AND ${scope} AND idempotency_key <> $1
-    AND NOT (status = 'failed' AND conflict_at IS NULL)
+  WHERE tenant_id = $9 AND repeat_digest = $13 AND ${repeatScope} AND idempotency_key <> $1
+    AND ${TOOK_EFFECT_OR_MAY}
   LIMIT 1
-), up AS (
+), `
+  }up AS (
   INSERT INTO tool_executions AS t (tenant_id, idempotency_key, run_id, tool_call_id, tool_name, effect,
     args, args_digest, status, attempt, version, compensation_of, attempt_timeout_ms, created_at, updated_at,
     attempt_started_at, repeat_digest, conversation_id)
-  SELECT $9, $1, $2, $3, $4, $5, $6::jsonb, $7, 'started', 1, 1, $8, $12::integer,
-    (SELECT at FROM clock), (SELECT at FROM clock), (SELECT at FROM clock), $13, $14
-  WHERE NOT EXISTS (SELECT 1 FROM earlier)
+  ${
+    repeatScope === undefined
+      ? `VALUES (${values})`
+      : `SELECT ${values}
+  WHERE NOT EXISTS (SELECT 1 FROM earlier)`
+  }
   ON CONFLICT (tenant_id, idempotency_key) DO NOTHING
   RETURNING t.*
 ), ${reservedEvents('$10', '$11')}
@@ -152,10 +145,12 @@ SELECT false AS mine, t.* FROM tool_executions t
 WHERE t.tenant_id = $9 AND t.idempotency_key = $1 AND NOT EXISTS (SELECT 1 FROM up)`;
 }
 
+export const RESERVE_ONE = { postgres: reserveOne() } as const;
+
 export const RESERVE_ONE_UNLESS_REPEAT = {
   postgres: {
-    run: reserveOneUnless('run_id = $15'),
-    conversation: reserveOneUnless('conversation_id = $15'),
+    run: reserveOne('run_id = $15'),
+    conversation: reserveOne('conversation_id = $15'),
   },
 } as const;
 
@@ -504,7 +499,7 @@ function repeatsPerDigest(scope: string): string {
 CROSS JOIN LATERAL (
   SELECT * FROM tool_executions
   WHERE tenant_id = $1 AND repeat_digest = d.digest AND ${scope}
-    AND NOT (status = 'failed' AND conflict_at IS NULL)
+    AND ${TOOK_EFFECT_OR_MAY}
   ORDER BY created_at DESC LIMIT ${REPEATS_LIMIT} OFFSET 0
 ) AS t`;
 }
